@@ -1,0 +1,279 @@
+// Package config holds MsgMesh's configuration: one struct, its defaults,
+// and Validate, which reports every problem at once.
+//
+// Loading (flags > MSGMESH_* environment > file > defaults) happens with
+// viper in the msgmesh binary only; this package never reads the
+// environment itself. Every key below maps to an environment variable by
+// upper-casing it, replacing "." with "_" and prefixing MSGMESH_, for
+// example http.addr ↔ MSGMESH_HTTP_ADDR.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Config is the root configuration of a msgmesh process.
+type Config struct {
+	// HTTP is the single listener that serves every API in all-in-one mode.
+	HTTP HTTP `mapstructure:"http"`
+	// DataDir holds the embedded broker's data (messages, offsets, control
+	// state). Unused with an external Kafka. Key data_dir, default "./data".
+	DataDir string `mapstructure:"data_dir"`
+	Log     Log    `mapstructure:"log"`
+	Kafka   Kafka  `mapstructure:"kafka"`
+	Topics  Topics `mapstructure:"topics"`
+	Publish Publish `mapstructure:"publish"`
+	Poll    Poll   `mapstructure:"poll"`
+	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
+	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
+	// key: "mm_" followed by at least 32 URL-safe characters.
+	BootstrapAdminKey string `mapstructure:"bootstrap_admin_key"`
+	// OperatorKey may create tenants (POST /v1/tenants). Empty disables
+	// operator endpoints. Key operator_key; at least 32 characters.
+	OperatorKey string `mapstructure:"operator_key"`
+}
+
+// HTTP configures the API listener.
+type HTTP struct {
+	// Addr is host:port to listen on; default "127.0.0.1:8080". Port 0
+	// picks a free port.
+	Addr string `mapstructure:"addr"`
+	// ReadHeaderTimeout bounds reading request headers; default 10s.
+	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request; default 60s.
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+	// IdleTimeout closes idle keep-alive connections; default 120s.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// ShutdownTimeout is how long in-flight requests may finish after
+	// SIGTERM; default 30s.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// MaxBodyBytes caps any request body (bytes); default 16 MiB. Publish
+	// has its own, smaller limits.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+}
+
+// Log configures log/slog output on stderr.
+type Log struct {
+	// Level is debug, info, warn or error; default info.
+	Level string `mapstructure:"level"`
+	// Format is text or json; default text.
+	Format string `mapstructure:"format"`
+}
+
+// Kafka configures the broker connection.
+type Kafka struct {
+	// Brokers are seed brokers (host:port). Empty starts the embedded
+	// broker (franz-go kfake) in-process.
+	Brokers []string `mapstructure:"brokers"`
+	// EmbeddedAddr is where the embedded broker serves the Kafka protocol
+	// (so kcat works against it); default "127.0.0.1:9092". Port 0 picks a
+	// free port.
+	EmbeddedAddr string `mapstructure:"embedded_addr"`
+	// TopicPrefix starts every Kafka topic and group name MsgMesh makes:
+	// <prefix>.<tenant>.<topic>; default "msgmesh".
+	TopicPrefix string `mapstructure:"topic_prefix"`
+	// ReplicationFactor for new topics; -1 (default) uses the broker's
+	// default.replication.factor.
+	ReplicationFactor int `mapstructure:"replication_factor"`
+	// ClientID is sent to Kafka; default "msgmesh".
+	ClientID string `mapstructure:"client_id"`
+	// RequestTimeout bounds admin requests and how long a publish may wait
+	// for Kafka before it answers 503; default 10s.
+	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+}
+
+// Topics configures tenant topics.
+type Topics struct {
+	// DefaultPartitions when a create request names none; default 3.
+	DefaultPartitions int `mapstructure:"default_partitions"`
+	// MaxPartitions a create request may ask for; default 64.
+	MaxPartitions int `mapstructure:"max_partitions"`
+	// FreeRetention and PaidRetention are the retention.ms of a tenant's
+	// topics per plan; defaults 24h and 720h (1 and 30 days).
+	FreeRetention time.Duration `mapstructure:"free_retention"`
+	PaidRetention time.Duration `mapstructure:"paid_retention"`
+}
+
+// Publish configures POST /v1/topics/{topic}/messages.
+type Publish struct {
+	// MaxMessageBytes caps one message's payload (bytes); default 1 MiB.
+	// Over it: 413.
+	MaxMessageBytes int `mapstructure:"max_message_bytes"`
+	// MaxBatchBytes caps a request body (bytes); default 8 MiB. Over: 413.
+	MaxBatchBytes int `mapstructure:"max_batch_bytes"`
+	// MaxBatchMessages caps messages per batch; default 1000. Over: 413.
+	MaxBatchMessages int `mapstructure:"max_batch_messages"`
+	// MaxRoomLength caps a room's length (bytes); default 128. Over: 400.
+	MaxRoomLength int `mapstructure:"max_room_length"`
+	// MaxHeaders caps user headers per message; default 32.
+	MaxHeaders int `mapstructure:"max_headers"`
+}
+
+// Poll configures long-poll consumer groups.
+type Poll struct {
+	// DefaultWait is wait_ms when a request names none; default 5s.
+	DefaultWait time.Duration `mapstructure:"default_wait"`
+	// MaxWait caps wait_ms; default 30s.
+	MaxWait time.Duration `mapstructure:"max_wait"`
+	// DefaultMax is max records when a request names none; default 100.
+	DefaultMax int `mapstructure:"default_max"`
+	// MaxMax caps max; default 1000.
+	MaxMax int `mapstructure:"max_max"`
+	// DefaultMaxBytes is max_bytes when a request names none; default 1 MiB.
+	DefaultMaxBytes int `mapstructure:"default_max_bytes"`
+	// ConsumerIdleTimeout: a consumer that neither polls nor commits for
+	// this long leaves its group, so its partitions (and its unacknowledged
+	// batch) move on; default 30s.
+	ConsumerIdleTimeout time.Duration `mapstructure:"consumer_idle_timeout"`
+	// SessionTimeout is the Kafka group session timeout of each member;
+	// default 20s.
+	SessionTimeout time.Duration `mapstructure:"session_timeout"`
+	// MaxConsumers caps group members held by one process; default 1000.
+	MaxConsumers int `mapstructure:"max_consumers"`
+}
+
+// Defaults returns the configuration used for every key left unset.
+func Defaults() Config {
+	return Config{
+		HTTP: HTTP{
+			Addr:              "127.0.0.1:8080",
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       60 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			ShutdownTimeout:   30 * time.Second,
+			MaxBodyBytes:      16 << 20,
+		},
+		DataDir: "./data",
+		Log:     Log{Level: "info", Format: "text"},
+		Kafka: Kafka{
+			EmbeddedAddr:      "127.0.0.1:9092",
+			TopicPrefix:       "msgmesh",
+			ReplicationFactor: -1,
+			ClientID:          "msgmesh",
+			RequestTimeout:    10 * time.Second,
+		},
+		Topics: Topics{
+			DefaultPartitions: 3,
+			MaxPartitions:     64,
+			FreeRetention:     24 * time.Hour,
+			PaidRetention:     30 * 24 * time.Hour,
+		},
+		Publish: Publish{
+			MaxMessageBytes:  1 << 20,
+			MaxBatchBytes:    8 << 20,
+			MaxBatchMessages: 1000,
+			MaxRoomLength:    128,
+			MaxHeaders:       32,
+		},
+		Poll: Poll{
+			DefaultWait:         5 * time.Second,
+			MaxWait:             30 * time.Second,
+			DefaultMax:          100,
+			MaxMax:              1000,
+			DefaultMaxBytes:     1 << 20,
+			ConsumerIdleTimeout: 30 * time.Second,
+			SessionTimeout:      20 * time.Second,
+			MaxConsumers:        1000,
+		},
+	}
+}
+
+// Embedded reports whether the process runs the in-process broker.
+func (c Config) Embedded() bool { return len(c.Kafka.Brokers) == 0 }
+
+var (
+	prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	keyRE    = regexp.MustCompile(`^mm_[A-Za-z0-9_-]{32,}$`)
+)
+
+// Validate checks every field and returns all problems joined (nil if
+// none), each naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		bad("http.addr", "want host:port: %v", err)
+	}
+	for k, d := range map[string]time.Duration{
+		"http.read_header_timeout": c.HTTP.ReadHeaderTimeout, "http.read_timeout": c.HTTP.ReadTimeout,
+		"http.idle_timeout": c.HTTP.IdleTimeout, "http.shutdown_timeout": c.HTTP.ShutdownTimeout,
+		"kafka.request_timeout": c.Kafka.RequestTimeout, "poll.max_wait": c.Poll.MaxWait,
+		"poll.consumer_idle_timeout": c.Poll.ConsumerIdleTimeout, "poll.session_timeout": c.Poll.SessionTimeout,
+		"topics.free_retention": c.Topics.FreeRetention, "topics.paid_retention": c.Topics.PaidRetention,
+	} {
+		if d <= 0 {
+			bad(k, "must be a positive duration, got %v", d)
+		}
+	}
+	if c.Poll.DefaultWait < 0 || c.Poll.DefaultWait > c.Poll.MaxWait {
+		bad("poll.default_wait", "must be between 0 and poll.max_wait (%v), got %v", c.Poll.MaxWait, c.Poll.DefaultWait)
+	}
+	if c.HTTP.MaxBodyBytes <= 0 {
+		bad("http.max_body_bytes", "must be positive")
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "want text or json, got %q", c.Log.Format)
+	}
+	if c.Embedded() {
+		if _, _, err := net.SplitHostPort(c.Kafka.EmbeddedAddr); err != nil {
+			bad("kafka.embedded_addr", "want host:port: %v", err)
+		}
+		if c.DataDir == "" {
+			bad("data_dir", "must be set when the embedded broker runs (kafka.brokers empty)")
+		}
+	}
+	for _, b := range c.Kafka.Brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			bad("kafka.brokers", "want host:port, got %q", b)
+		}
+	}
+	if !prefixRE.MatchString(c.Kafka.TopicPrefix) {
+		bad("kafka.topic_prefix", "want 1-32 of [a-z0-9_-] starting with a letter, got %q", c.Kafka.TopicPrefix)
+	}
+	if c.Kafka.ReplicationFactor == 0 || c.Kafka.ReplicationFactor < -1 || c.Kafka.ReplicationFactor > 32767 {
+		bad("kafka.replication_factor", "want -1 (broker default) or 1..32767, got %d", c.Kafka.ReplicationFactor)
+	}
+	if c.Topics.DefaultPartitions < 1 || c.Topics.DefaultPartitions > c.Topics.MaxPartitions {
+		bad("topics.default_partitions", "want 1..topics.max_partitions (%d), got %d", c.Topics.MaxPartitions, c.Topics.DefaultPartitions)
+	}
+	if c.Topics.MaxPartitions < 1 || c.Topics.MaxPartitions > 10000 {
+		bad("topics.max_partitions", "want 1..10000, got %d", c.Topics.MaxPartitions)
+	}
+	for k, v := range map[string]int{
+		"publish.max_message_bytes": c.Publish.MaxMessageBytes, "publish.max_batch_bytes": c.Publish.MaxBatchBytes,
+		"publish.max_batch_messages": c.Publish.MaxBatchMessages, "publish.max_room_length": c.Publish.MaxRoomLength,
+		"publish.max_headers": c.Publish.MaxHeaders, "poll.default_max": c.Poll.DefaultMax, "poll.max_max": c.Poll.MaxMax,
+		"poll.default_max_bytes": c.Poll.DefaultMaxBytes, "poll.max_consumers": c.Poll.MaxConsumers,
+	} {
+		if v <= 0 {
+			bad(k, "must be positive, got %d", v)
+		}
+	}
+	if c.Publish.MaxMessageBytes > c.Publish.MaxBatchBytes {
+		bad("publish.max_message_bytes", "must not exceed publish.max_batch_bytes")
+	}
+	if c.Poll.DefaultMax > c.Poll.MaxMax {
+		bad("poll.default_max", "must not exceed poll.max_max")
+	}
+	if c.BootstrapAdminKey != "" && !keyRE.MatchString(c.BootstrapAdminKey) {
+		bad("bootstrap_admin_key", `want "mm_" followed by at least 32 of [A-Za-z0-9_-]`)
+	}
+	if c.OperatorKey != "" && len(c.OperatorKey) < 32 {
+		bad("operator_key", "must be at least 32 characters")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,270 @@
+package controlstate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config configures a Log.
+type Config struct {
+	// Topic is the control topic's Kafka name (required).
+	Topic string
+	// ClientOpts reach Kafka (seed brokers and the like).
+	ClientOpts []kgo.Opt
+	// ReplicationFactor of the control topic when it is created; -1 uses
+	// the broker default.
+	ReplicationFactor int16
+	// Logger receives lifecycle logs; never event contents that hold
+	// secrets (events hold key hashes only).
+	Logger *slog.Logger
+	// Registerer, if set, receives the log's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Log appends events to the control topic and keeps State following it.
+type Log struct {
+	cfg   Config
+	log   *slog.Logger
+	state *State
+	prod  *kgo.Client
+	adm   *kadm.Client
+
+	ready   atomic.Bool
+	readyCh chan struct{}
+
+	mu      sync.Mutex
+	waiters map[string]chan error
+	hooks   []func(Event, error)
+
+	applied prometheus.Counter
+	offset  prometheus.Gauge
+}
+
+// Open connects to Kafka and makes sure the control topic exists (one
+// partition, retention.ms=-1). Call Run to read it.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
+	if cfg.Topic == "" {
+		return nil, errors.New("controlstate: Config.Topic is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.ClientOpts...),
+		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("controlstate: client: %w", err)
+	}
+	l := &Log{
+		cfg: cfg, log: cfg.Logger, state: NewState(), prod: prod, adm: kadm.NewClient(prod),
+		readyCh: make(chan struct{}), waiters: map[string]chan error{},
+		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_control_events_applied_total", Help: "Control events applied to the in-memory projection (accepted or rejected)."}),
+		offset:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgmesh_control_log_offset", Help: "Offset of the last control event applied."}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{l.applied, l.offset} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				prod.Close()
+				return nil, fmt.Errorf("controlstate: metrics: %w", err)
+			}
+		}
+	}
+	if err := l.ensureTopic(ctx); err != nil {
+		prod.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Log) ensureTopic(ctx context.Context) error {
+	retention := "-1"
+	cleanup := "delete"
+	resp, err := l.adm.CreateTopic(ctx, 1, l.cfg.ReplicationFactor,
+		map[string]*string{"retention.ms": &retention, "cleanup.policy": &cleanup}, l.cfg.Topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("controlstate: create control topic %s: %w", l.cfg.Topic, err)
+	}
+	return nil
+}
+
+// State is the projection. It is complete once Ready reports true.
+func (l *Log) State() *State { return l.state }
+
+// Ready reports whether the projection has caught up with the log as it
+// was when Run started.
+func (l *Log) Ready() bool { return l.ready.Load() }
+
+// WaitReady blocks until Ready or ctx is done.
+func (l *Log) WaitReady(ctx context.Context) error {
+	select {
+	case <-l.readyCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// OnApply registers fn, called after each event is applied with its
+// outcome (nil = accepted), in log order, on the applying goroutine: keep it
+// short and never block. Register before Run.
+func (l *Log) OnApply(fn func(Event, error)) {
+	l.mu.Lock()
+	l.hooks = append(l.hooks, fn)
+	l.mu.Unlock()
+}
+
+// Ping asks Kafka for the control topic's metadata; for readiness checks.
+func (l *Log) Ping(ctx context.Context) error {
+	_, err := l.adm.ListEndOffsets(ctx, l.cfg.Topic)
+	return err
+}
+
+// Run reads the control log from the start, then follows it until ctx is
+// done. It returns nil on cancellation.
+func (l *Log) Run(ctx context.Context) error {
+	var end int64
+	for {
+		offs, err := l.adm.ListEndOffsets(ctx, l.cfg.Topic)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err == nil {
+			if o, ok := offs.Lookup(l.cfg.Topic, 0); ok {
+				end = o.Offset
+				break
+			}
+			err = errors.New("control topic partition 0 missing")
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.log.Warn("control log: reading end offset", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	if end == 0 {
+		l.markReady()
+	}
+	cons, err := kgo.NewClient(append(append([]kgo.Opt{}, l.cfg.ClientOpts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.cfg.Topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)...)
+	if err != nil {
+		return fmt.Errorf("controlstate: consumer: %w", err)
+	}
+	defer cons.Close()
+	for {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			l.log.Warn("control log: fetch", "topic", t, "partition", p, "err", err)
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			l.apply(r)
+			if r.Offset+1 >= end {
+				l.markReady()
+			}
+		})
+	}
+}
+
+func (l *Log) markReady() {
+	if l.ready.CompareAndSwap(false, true) {
+		close(l.readyCh)
+		l.log.Info("control log caught up", "topic", l.cfg.Topic)
+	}
+}
+
+func (l *Log) apply(r *kgo.Record) {
+	var ev Event
+	var outcome error
+	if err := json.Unmarshal(r.Value, &ev); err != nil {
+		outcome = fmt.Errorf("%w: offset %d: %v", ErrInvalid, r.Offset, err)
+	} else {
+		outcome = l.state.Apply(ev)
+	}
+	if errors.Is(outcome, ErrInvalid) {
+		l.log.Warn("control log: skipping invalid event", "offset", r.Offset, "err", outcome)
+	}
+	l.applied.Inc()
+	l.offset.Set(float64(r.Offset))
+	l.mu.Lock()
+	w := l.waiters[ev.ID]
+	delete(l.waiters, ev.ID)
+	hooks := l.hooks
+	l.mu.Unlock()
+	for _, h := range hooks {
+		h(ev, outcome)
+	}
+	if w != nil {
+		w <- outcome
+	}
+}
+
+// Append writes an event of type typ with data, waits until this process
+// has applied it, and returns its outcome: nil if accepted, or an error
+// wrapping ErrConflict / ErrNotFound. Other errors (Kafka unreachable, ctx
+// done) mean the outcome is unknown: the event may still be applied later.
+func (l *Log) Append(ctx context.Context, typ string, data any) (Event, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return Event{}, fmt.Errorf("controlstate: encode %s: %w", typ, err)
+	}
+	ev := Event{V: SchemaVersion, Type: typ, ID: newID(), At: time.Now().UTC(), Data: raw}
+	val, err := json.Marshal(ev)
+	if err != nil {
+		return Event{}, err
+	}
+	w := make(chan error, 1)
+	l.mu.Lock()
+	l.waiters[ev.ID] = w
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.waiters, ev.ID)
+		l.mu.Unlock()
+	}()
+	rec := &kgo.Record{Value: val, Headers: []kgo.RecordHeader{{Key: "type", Value: []byte(typ)}, {Key: "v", Value: []byte(strconv.Itoa(SchemaVersion))}}}
+	if err := l.prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return ev, fmt.Errorf("controlstate: append %s: %w", typ, err)
+	}
+	select {
+	case err := <-w:
+		return ev, err
+	case <-ctx.Done():
+		return ev, fmt.Errorf("controlstate: waiting for %s to apply: %w", typ, ctx.Err())
+	}
+}
+
+// Close releases the producer. Stop Run by cancelling its context.
+func (l *Log) Close() { l.prod.Close() }
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

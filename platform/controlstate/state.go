@@ -1,0 +1,285 @@
+package controlstate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Errors an applied event can be rejected with; match with errors.Is.
+var (
+	// ErrConflict: the thing already exists (an earlier event won).
+	ErrConflict = errors.New("conflict")
+	// ErrNotFound: the event refers to a tenant, key or topic that does
+	// not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the event cannot be decoded or has an unknown type.
+	ErrInvalid = errors.New("invalid event")
+)
+
+// Plans.
+const (
+	PlanFree = "free"
+	PlanPaid = "paid"
+)
+
+// Tenant is a tenant as the projection holds it.
+type Tenant struct {
+	ID           string    `json:"id"`
+	Plan         string    `json:"plan"`
+	StrictTopics bool      `json:"strict_topics"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// Key is an API key's metadata (never the key itself).
+type Key struct {
+	ID        string     `json:"id"`
+	Tenant    string     `json:"tenant"`
+	Name      string     `json:"name"`
+	Role      string     `json:"role"`
+	Prefix    string     `json:"prefix"`
+	Hash      string     `json:"-"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// Topic is a tenant topic.
+type Topic struct {
+	Tenant     string    `json:"-"`
+	Name       string    `json:"name"`
+	KafkaTopic string    `json:"kafka_topic"`
+	Partitions int32     `json:"partitions"`
+	CreatedAt  time.Time `json:"created_at"`
+	// Epoch is the id of the event that created the topic: it changes when
+	// a topic is deleted and made again.
+	Epoch string `json:"epoch"`
+}
+
+type topicKey struct{ tenant, name string }
+
+// State is the in-memory projection of the control log. Reads are safe
+// from any goroutine; Apply is called by one goroutine in log order.
+type State struct {
+	mu      sync.RWMutex
+	tenants map[string]*Tenant
+	keys    map[string]*Key // by key id
+	byHash  map[string]*Key
+	topics  map[topicKey]*Topic
+}
+
+// NewState returns an empty projection.
+func NewState() *State {
+	return &State{
+		tenants: map[string]*Tenant{},
+		keys:    map[string]*Key{},
+		byHash:  map[string]*Key{},
+		topics:  map[topicKey]*Topic{},
+	}
+}
+
+// Apply decides ev against the state and applies it if accepted. The
+// returned error (wrapping ErrConflict, ErrNotFound or ErrInvalid) is the
+// event's outcome; a rejected event changes nothing.
+func (s *State) Apply(ev Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ev.Type {
+	case TypeTenantCreated:
+		var d TenantCreatedData
+		if err := decode(ev, &d); err != nil {
+			return err
+		}
+		if _, ok := s.tenants[d.Tenant]; ok {
+			return fmt.Errorf("%w: tenant %q already exists", ErrConflict, d.Tenant)
+		}
+		if d.AdminKey != nil {
+			if err := s.checkKeyLocked(*d.AdminKey); err != nil {
+				return err
+			}
+		}
+		s.tenants[d.Tenant] = &Tenant{ID: d.Tenant, Plan: d.Plan, StrictTopics: true, CreatedAt: ev.At}
+		if d.AdminKey != nil {
+			s.addKeyLocked(*d.AdminKey, ev.At)
+		}
+	case TypeTenantSettingsChanged:
+		var d TenantSettingsChangedData
+		if err := decode(ev, &d); err != nil {
+			return err
+		}
+		t, ok := s.tenants[d.Tenant]
+		if !ok {
+			return fmt.Errorf("%w: tenant %q", ErrNotFound, d.Tenant)
+		}
+		if d.Plan != nil {
+			t.Plan = *d.Plan
+		}
+		if d.StrictTopics != nil {
+			t.StrictTopics = *d.StrictTopics
+		}
+	case TypeKeyCreated:
+		var d KeyCreatedData
+		if err := decode(ev, &d); err != nil {
+			return err
+		}
+		if _, ok := s.tenants[d.Tenant]; !ok {
+			return fmt.Errorf("%w: tenant %q", ErrNotFound, d.Tenant)
+		}
+		if err := s.checkKeyLocked(d); err != nil {
+			return err
+		}
+		s.addKeyLocked(d, ev.At)
+	case TypeKeyRevoked:
+		var d KeyRevokedData
+		if err := decode(ev, &d); err != nil {
+			return err
+		}
+		k, ok := s.keys[d.KeyID]
+		if !ok || k.Tenant != d.Tenant {
+			return fmt.Errorf("%w: key %q", ErrNotFound, d.KeyID)
+		}
+		if k.RevokedAt == nil {
+			at := ev.At
+			k.RevokedAt = &at
+		}
+	case TypeTopicCreated:
+		var d TopicCreatedData
+		if err := decode(ev, &d); err != nil {
+			return err
+		}
+		if _, ok := s.tenants[d.Tenant]; !ok {
+			return fmt.Errorf("%w: tenant %q", ErrNotFound, d.Tenant)
+		}
+		k := topicKey{d.Tenant, d.Topic}
+		if _, ok := s.topics[k]; ok {
+			return fmt.Errorf("%w: topic %q already exists", ErrConflict, d.Topic)
+		}
+		s.topics[k] = &Topic{Tenant: d.Tenant, Name: d.Topic, KafkaTopic: d.KafkaTopic,
+			Partitions: d.Partitions, CreatedAt: ev.At, Epoch: ev.ID}
+	case TypeTopicDeleted:
+		var d TopicDeletedData
+		if err := decode(ev, &d); err != nil {
+			return err
+		}
+		k := topicKey{d.Tenant, d.Topic}
+		if _, ok := s.topics[k]; !ok {
+			return fmt.Errorf("%w: topic %q", ErrNotFound, d.Topic)
+		}
+		delete(s.topics, k)
+	default:
+		return fmt.Errorf("%w: unknown type %q", ErrInvalid, ev.Type)
+	}
+	return nil
+}
+
+func decode(ev Event, v any) error {
+	if ev.V != SchemaVersion {
+		return fmt.Errorf("%w: schema version %d", ErrInvalid, ev.V)
+	}
+	if err := json.Unmarshal(ev.Data, v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, ev.Type, err)
+	}
+	return nil
+}
+
+func (s *State) checkKeyLocked(d KeyCreatedData) error {
+	if _, ok := s.keys[d.KeyID]; ok {
+		return fmt.Errorf("%w: key id %q already exists", ErrConflict, d.KeyID)
+	}
+	if _, ok := s.byHash[d.Hash]; ok || d.Hash == "" {
+		return fmt.Errorf("%w: key already registered", ErrConflict)
+	}
+	return nil
+}
+
+func (s *State) addKeyLocked(d KeyCreatedData, at time.Time) {
+	k := &Key{ID: d.KeyID, Tenant: d.Tenant, Name: d.Name, Role: d.Role, Prefix: d.Prefix, Hash: d.Hash, CreatedAt: at}
+	s.keys[k.ID] = k
+	s.byHash[k.Hash] = k
+}
+
+// Tenant returns a copy of the tenant, or false.
+func (s *State) Tenant(id string) (Tenant, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tenants[id]
+	if !ok {
+		return Tenant{}, false
+	}
+	return *t, true
+}
+
+// KeyByHash returns a copy of the key whose SHA-256 hex is hash, revoked
+// or not, or false.
+func (s *State) KeyByHash(hash string) (Key, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	k, ok := s.byHash[hash]
+	if !ok {
+		return Key{}, false
+	}
+	return *k, true
+}
+
+// Key returns a copy of key id of tenant, or false.
+func (s *State) Key(tenant, id string) (Key, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	k, ok := s.keys[id]
+	if !ok || k.Tenant != tenant {
+		return Key{}, false
+	}
+	return *k, true
+}
+
+// Keys lists a tenant's keys (revoked ones included), oldest first.
+func (s *State) Keys(tenant string) []Key {
+	s.mu.RLock()
+	out := []Key{}
+	for _, k := range s.keys {
+		if k.Tenant == tenant {
+			out = append(out, *k)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) || (out[i].CreatedAt.Equal(out[j].CreatedAt) && out[i].ID < out[j].ID) })
+	return out
+}
+
+// Topic returns a copy of a tenant's topic, or false.
+func (s *State) Topic(tenant, name string) (Topic, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.topics[topicKey{tenant, name}]
+	if !ok {
+		return Topic{}, false
+	}
+	return *t, true
+}
+
+// Topics lists a tenant's topics by name.
+func (s *State) Topics(tenant string) []Topic {
+	s.mu.RLock()
+	out := []Topic{}
+	for k, t := range s.topics {
+		if k.tenant == tenant {
+			out = append(out, *t)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// AllTopics lists every tenant's topics.
+func (s *State) AllTopics() []Topic {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Topic, 0, len(s.topics))
+	for _, t := range s.topics {
+		out = append(out, *t)
+	}
+	return out
+}

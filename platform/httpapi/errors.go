@@ -1,0 +1,96 @@
+// Package httpapi is MsgMesh's HTTP plumbing shared by every target: the
+// error catalog (status, stable code, message), request ids, JSON error
+// bodies and body limits.
+//
+// Every non-2xx body is {"error": "...", "code": "..."}; 5xx bodies also
+// carry "request_id" (DESIGN.md contract, spec section 6).
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is one entry of the error catalog: an HTTP status and the stable,
+// machine-readable code clients match on. Codes never change meaning.
+type Code struct {
+	Status int
+	Code   string
+	// Doc says when it happens and what the caller should do.
+	Doc string
+}
+
+// The catalog. proto/openapi.yaml lists the same codes (a test checks).
+var (
+	CodeInvalidRequest    = Code{400, "invalid_request", "The request is malformed (bad JSON, a missing or invalid field). Fix it; retrying is pointless."}
+	CodeRoomNotSupported  = Code{400, "room_not_supported", "Poll is a whole-topic firehose and takes no room; use SSE or WebSocket to receive one room."}
+	CodeUnauthenticated   = Code{401, "unauthenticated", "No credential was sent. Send Authorization: Bearer <key>."}
+	CodeInvalidCredential = Code{401, "invalid_credential", "The credential is unknown or malformed. Obtain a new one; do not retry."}
+	CodeCredentialRevoked = Code{401, "credential_revoked", "The key was revoked. Obtain a new one; do not retry."}
+	CodeForbidden         = Code{403, "forbidden", "The credential's role or capabilities do not allow this operation."}
+	CodeNotFound          = Code{404, "not_found", "No such route or resource."}
+	CodeTopicNotFound     = Code{404, "topic_not_found", "The topic does not exist (with the strict topic gate on, publishing to a topic never created is 404). Check the name or create it."}
+	CodeTenantNotFound    = Code{404, "tenant_not_found", "The tenant does not exist."}
+	CodeKeyNotFound       = Code{404, "key_not_found", "The key does not exist in this tenant."}
+	CodeConsumerNotFound  = Code{404, "consumer_not_found", "The consumer is not held by this node (it expired or never polled); its unacknowledged batch will be delivered again."}
+	CodeMethodNotAllowed  = Code{405, "method_not_allowed", "The route exists but not with this method."}
+	CodeConflict          = Code{409, "conflict", "The resource already exists (decided in control-log order)."}
+	CodePayloadTooLarge   = Code{413, "payload_too_large", "A message, the request body or the batch count is over the configured limit. Split it."}
+	CodeUnsupportedMedia  = Code{415, "unsupported_media_type", "The Content-Type is not accepted on this route."}
+	CodeValidation        = Code{422, "validation_failed", "The request is well-formed but a value is not acceptable."}
+	CodeTooManyRequests   = Code{429, "too_many_requests", "A rate limit or quota was exceeded. Back off and retry after Retry-After."}
+	CodeTooManyConsumers  = Code{429, "too_many_consumers", "This node holds its maximum number of poll consumers. Retry later or reuse consumer names."}
+	CodeInternal          = Code{500, "internal", "An unexpected server error. Report the request_id."}
+	CodeKafkaUnavailable  = Code{503, "kafka_unavailable", "Kafka did not acknowledge in time; nothing is confirmed. Retry with backoff (a retried publish may duplicate)."}
+	CodeNotReady          = Code{503, "not_ready", "The node is still catching up with the control log. Retry shortly."}
+	CodeShuttingDown      = Code{503, "shutting_down", "The node is shutting down. Retry against another node."}
+)
+
+// Catalog lists every code, for docs and the OpenAPI check.
+var Catalog = []Code{
+	CodeInvalidRequest, CodeRoomNotSupported, CodeUnauthenticated, CodeInvalidCredential,
+	CodeCredentialRevoked, CodeForbidden, CodeNotFound, CodeTopicNotFound, CodeTenantNotFound,
+	CodeKeyNotFound, CodeConsumerNotFound, CodeMethodNotAllowed, CodeConflict, CodePayloadTooLarge,
+	CodeUnsupportedMedia, CodeValidation, CodeTooManyRequests, CodeTooManyConsumers, CodeInternal,
+	CodeKafkaUnavailable, CodeNotReady, CodeShuttingDown,
+}
+
+// Error is an API error: a catalog code, a message for the client, and
+// optionally the cause (logged for 5xx, never sent).
+type Error struct {
+	Code    Code
+	Message string
+	Cause   error
+	// RetryAfter, when positive, is sent as Retry-After (seconds).
+	RetryAfter int
+}
+
+// Errorf makes an *Error with a formatted client message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap makes an *Error whose cause is err; the client sees only msg.
+func Wrap(code Code, err error, msg string) *Error {
+	return &Error{Code: code, Message: msg, Cause: err}
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return e.Code.Code + ": " + e.Message + ": " + e.Cause.Error()
+	}
+	return e.Code.Code + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// AsError turns any error into an *Error: an *Error in the chain is kept,
+// anything else becomes 500 internal.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return Wrap(CodeInternal, err, http.StatusText(http.StatusInternalServerError))
+}
