@@ -3,7 +3,9 @@ package httpapi
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -123,4 +125,28 @@ func NoRoute(c *gin.Context) { Abort(c, nil, Errorf(CodeNotFound, "no route %s %
 // NoMethod answers a known path with a wrong method.
 func NoMethod(c *gin.Context) {
 	Abort(c, nil, Errorf(CodeMethodNotAllowed, "method %s not allowed on %s", c.Request.Method, c.Request.URL.Path))
+}
+
+// BindJSON decodes the request body into v, refusing unknown fields and
+// trailing data. Errors map to 400 (or 413 past the body limit).
+func BindJSON(c *gin.Context, v any) error {
+	if c.Request.Body == nil {
+		return Errorf(CodeInvalidRequest, "a JSON body is required")
+	}
+	dec := json.NewDecoder(c.Request.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return ReadErr(err)
+		}
+		if errors.Is(err, io.EOF) {
+			return Errorf(CodeInvalidRequest, "a JSON body is required")
+		}
+		return Errorf(CodeInvalidRequest, "invalid JSON body: %v", err)
+	}
+	if dec.More() {
+		return Errorf(CodeInvalidRequest, "invalid JSON body: trailing data after the object")
+	}
+	return nil
 }

@@ -1,0 +1,62 @@
+package embedkafka
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Records and committed offsets survive a restart on the same data dir.
+func TestPersistsAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	b, err := Start(Config{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := b.Addrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.DefaultProduceTopic("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("room"), Value: []byte("hello")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.CommitAllOffsets(ctx, "g", kadm.Offsets{"t": {0: {Topic: "t", Partition: 0, At: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	b.Close()
+
+	b2, err := Start(Config{Addr: addr[0], DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(b2.Addrs()...), kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	fs := cl2.PollFetches(ctx)
+	recs := fs.Records()
+	if len(recs) != 1 || string(recs[0].Value) != "hello" || string(recs[0].Key) != "room" {
+		t.Fatalf("after restart got %v (errs %v)", recs, fs.Errors())
+	}
+	offs, err := kadm.NewClient(cl2).FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup("t", 0); !ok || o.At != 1 {
+		t.Fatalf("committed offset after restart = %+v %v, want 1", o, ok)
+	}
+}

@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# Single-node Apache Kafka 4.x (KRaft, combined broker+controller) for tests
+# and local runs, started from the Apache Kafka jars on Maven Central: no
+# Docker, no ZooKeeper, no binary tarball.
+#
+#   scripts/kafka.sh start     start in the background and wait until it answers
+#                              Kafka requests; already running -> prints brokers, exit 0
+#   scripts/kafka.sh stop      TERM, wait, then KILL
+#   scripts/kafka.sh status    exit 0 if running (and answering), 1 if not
+#   scripts/kafka.sh brokers   print the bootstrap address (127.0.0.1:<port>)
+#   scripts/kafka.sh logs      print the tail of the broker log
+#   scripts/kafka.sh reset     stop and delete the data dir (fresh cluster next start)
+#
+# Everything lives outside the repo:
+#   MSGMESH_KAFKA_HOME             jar cache, default ~/.cache/msgmesh/kafka-4.4.0
+#                                  (jars in $MSGMESH_KAFKA_HOME/libs, fetched by mvn on first use)
+#   MSGMESH_KAFKA_PORT             broker (PLAINTEXT) port, default 19092
+#   MSGMESH_KAFKA_CONTROLLER_PORT  controller port, default broker port + 1 (19093)
+#   MSGMESH_KAFKA_DATA_DIR         data, config, pid and logs, default $MSGMESH_KAFKA_HOME/run/<port>
+#   MSGMESH_KAFKA_HEAP             JVM heap flags, default "-Xms256m -Xmx768m"
+#   MSGMESH_KAFKA_START_TIMEOUT    seconds to wait for the broker to answer, default 120
+# Everything binds to 127.0.0.1 only.
+set -euo pipefail
+
+KAFKA_VERSION=4.4.0
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KHOME=${MSGMESH_KAFKA_HOME:-$HOME/.cache/msgmesh/kafka-$KAFKA_VERSION}
+PORT=${MSGMESH_KAFKA_PORT:-19092}
+CPORT=${MSGMESH_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}
+RUN=${MSGMESH_KAFKA_DATA_DIR:-$KHOME/run/$PORT}
+HEAP=${MSGMESH_KAFKA_HEAP:-"-Xms256m -Xmx768m"}
+START_TIMEOUT=${MSGMESH_KAFKA_START_TIMEOUT:-120}
+HOST=127.0.0.1
+BROKERS="$HOST:$PORT"
+
+LIBS=$KHOME/libs
+PROPS=$RUN/server.properties
+LOG4J=$RUN/log4j2.properties
+PIDFILE=$RUN/kafka.pid
+LOGDIR=$RUN/logs
+DATADIR=$RUN/data
+OUT=$LOGDIR/kafka.out     # JVM stdout/stderr of the current run
+CHECK=$KHOME/bin/kafkacheck
+
+say() { printf 'kafka.sh: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# pid of our broker if it runs, else nothing (and a stale pid file is removed).
+our_pid() {
+  [[ -f $PIDFILE ]] || return 0
+  local pid
+  pid=$(cat "$PIDFILE" 2>/dev/null || true)
+  if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $PROPS"; then
+    echo "$pid"
+    return 0
+  fi
+  rm -f "$PIDFILE"
+}
+
+port_busy() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+who_listens() {
+  if command -v ss >/dev/null 2>&1; then
+    ss -Hltnp "sport = :$1" 2>/dev/null | sed 's/^/  /' >&2 || true
+  fi
+}
+
+MARK='==== scripts/kafka.sh start'
+
+# Tail of the JVM output and of server.log since the last start.
+log_tail() {
+  local n=${1:-40}
+  if [[ -s $OUT ]]; then
+    say "---- last lines of $OUT ----"
+    tail -n "$n" "$OUT" >&2
+  fi
+  if [[ -s $LOGDIR/server.log ]]; then
+    say "---- last lines of $LOGDIR/server.log (this run) ----"
+    awk -v m="$MARK" 'index($0, m) == 1 { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' \
+      "$LOGDIR/server.log" | tail -n "$n" >&2
+  fi
+}
+
+# Jars: once per cache dir. A marker file makes an interrupted download retry.
+ensure_jars() {
+  [[ -f $LIBS/.complete ]] && return 0
+  command -v mvn >/dev/null 2>&1 || die "mvn not found (Maven is needed once, to fetch the Kafka $KAFKA_VERSION jars)"
+  command -v java >/dev/null 2>&1 || die "java not found (Java 17+ runs the broker)"
+  say "fetching Apache Kafka $KAFKA_VERSION jars into $LIBS (first use only)..."
+  rm -rf "$LIBS"
+  mkdir -p "$LIBS"
+  mvn -B -q -f "$REPO/deployments/kafka/pom.xml" dependency:copy-dependencies \
+    -DoutputDirectory="$LIBS" >"$KHOME/mvn.log" 2>&1 ||
+    { tail -n 30 "$KHOME/mvn.log" >&2; die "mvn could not fetch the Kafka jars (log: $KHOME/mvn.log)"; }
+  ls "$LIBS"/kafka_2.13-"$KAFKA_VERSION".jar >/dev/null 2>&1 || die "kafka_2.13-$KAFKA_VERSION.jar missing after mvn"
+  touch "$LIBS/.complete"
+}
+
+# The readiness probe: a real Metadata request (scripts/kafkacheck), built once
+# per cache dir; falls back to kcat -L, then to an open port.
+ensure_check() {
+  [[ -x $CHECK && $CHECK -nt $REPO/scripts/kafkacheck/main.go ]] && return 0
+  command -v go >/dev/null 2>&1 || return 0
+  mkdir -p "$(dirname "$CHECK")"
+  if (cd "$REPO" && go build -o "$CHECK.tmp" ./scripts/kafkacheck); then
+    mv "$CHECK.tmp" "$CHECK"
+  else
+    say "warning: could not build scripts/kafkacheck; readiness falls back to kcat or the open port"
+  fi
+}
+
+answers() {
+  if [[ -x $CHECK ]]; then
+    "$CHECK" -q -brokers "$BROKERS" -timeout 3s 2>/dev/null
+  elif command -v kcat >/dev/null 2>&1; then
+    kcat -L -b "$BROKERS" -m 3 >/dev/null 2>&1
+  else
+    port_busy "$PORT"
+  fi
+}
+
+write_config() {
+  mkdir -p "$RUN" "$LOGDIR" "$DATADIR"
+  cat >"$PROPS" <<EOF
+# Generated by scripts/kafka.sh; rewritten on every start.
+process.roles=broker,controller
+node.id=1
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CPORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.quorum.bootstrap.servers=$HOST:$CPORT
+log.dirs=$DATADIR
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+# tests use short consumer-group sessions (broker default minimum: 6000)
+group.min.session.timeout.ms=1000
+# tests create and delete many topics
+delete.topic.enable=true
+num.network.threads=2
+num.io.threads=4
+log.retention.check.interval.ms=60000
+EOF
+  cat >"$LOG4J" <<EOF
+# Generated by scripts/kafka.sh. Broker log: $LOGDIR/server.log (rolled at 20 MB, 5 kept).
+name = msgmesh-kafka
+appender.file.type = RollingFile
+appender.file.name = FILE
+appender.file.fileName = $LOGDIR/server.log
+appender.file.filePattern = $LOGDIR/server.log.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 20MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 5
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = WARN
+EOF
+}
+
+classpath() { printf '%s:' "$LIBS"/*.jar | sed 's/:$//'; }
+
+format_storage() {
+  [[ -f $DATADIR/meta.properties ]] && return 0
+  local id
+  id=$(java -cp "$(classpath)" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+  [[ $id =~ ^[A-Za-z0-9_-]{22}$ ]] || die "kafka.tools.StorageTool random-uuid printed '$id'"
+  say "formatting storage in $DATADIR (cluster id $id)"
+  java -Dlog4j2.configurationFile="$LOG4J" -cp "$(classpath)" kafka.tools.StorageTool \
+    format -t "$id" -c "$PROPS" --standalone >"$LOGDIR/format.log" 2>&1 ||
+    { cat "$LOGDIR/format.log" >&2; die "storage format failed"; }
+  printf 'broker=%s controller=%s\n' "$PORT" "$CPORT" >"$RUN/ports"
+}
+
+cmd_start() {
+  local pid
+  pid=$(our_pid)
+  if [[ -n $pid ]]; then
+    say "already running (pid $pid)"
+    wait_ready "$pid" "$SECONDS"
+    return 0
+  fi
+  local p
+  for p in "$PORT" "$CPORT"; do
+    if port_busy "$p"; then
+      say "error: port $HOST:$p is in use by a process that is not this MsgMesh broker (pid file $PIDFILE):"
+      who_listens "$p"
+      die "free the port or pick others with MSGMESH_KAFKA_PORT / MSGMESH_KAFKA_CONTROLLER_PORT"
+    fi
+  done
+  if [[ -f $RUN/ports ]] && [[ $(cat "$RUN/ports") != "broker=$PORT controller=$CPORT" ]]; then
+    die "$DATADIR was formatted with $(cat "$RUN/ports"); the controller address is part of the stored quorum. Use another MSGMESH_KAFKA_DATA_DIR or 'scripts/kafka.sh reset'"
+  fi
+  command -v java >/dev/null 2>&1 || die "java not found (Java 17+ runs the broker)"
+  local t0=$SECONDS
+  ensure_jars
+  ensure_check
+  write_config
+  format_storage
+
+  say "starting Apache Kafka $KAFKA_VERSION on $BROKERS (controller $HOST:$CPORT, data $RUN)"
+  : >"$OUT"
+  echo "$MARK $(date '+%F %T') pid $$ ====" >>"$LOGDIR/server.log"
+  # setsid: the broker outlives this shell and ignores the terminal's Ctrl-C.
+  # 9>&-: it must not inherit (and so hold) the start/stop lock.
+  # shellcheck disable=SC2086
+  setsid java $HEAP -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$LOG4J" -Dkafka.logs.dir="$LOGDIR" \
+    -cp "$(classpath)" kafka.Kafka "$PROPS" </dev/null >>"$OUT" 2>&1 9>&- &
+  pid=$!
+  echo "$pid" >"$PIDFILE"
+  wait_ready "$pid" "$t0"
+}
+
+# Wait until the broker (pid $1, started at $2 seconds) answers, then print
+# its address; on exit or timeout print the log tail and fail.
+wait_ready() {
+  local pid=$1 t0=$2
+  local deadline=$((SECONDS + START_TIMEOUT))
+  until answers; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$PIDFILE"
+      log_tail 60
+      die "the broker exited during startup (logs in $LOGDIR)"
+    fi
+    if ((SECONDS >= deadline)); then
+      log_tail 60
+      kill -TERM "$pid" 2>/dev/null || true
+      die "the broker did not answer on $BROKERS within ${START_TIMEOUT}s (logs in $LOGDIR); stopped it"
+    fi
+    sleep 0.5
+  done
+  say "ready in $((SECONDS - t0))s (pid $pid, log $LOGDIR/server.log)"
+  echo "$BROKERS"
+}
+
+cmd_stop() {
+  local pid
+  pid=$(our_pid)
+  if [[ -z $pid ]]; then
+    say "not running"
+    return 0
+  fi
+  say "stopping (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 60; i++)); do # 30 s for a clean shutdown
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    say "still running after 30s; sending KILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.5
+  fi
+  rm -f "$PIDFILE"
+  say "stopped"
+}
+
+cmd_status() {
+  local pid
+  pid=$(our_pid)
+  if [[ -z $pid ]]; then
+    say "not running"
+    return 1
+  fi
+  if answers; then
+    say "running (pid $pid) on $BROKERS"
+    return 0
+  fi
+  say "process $pid is up but $BROKERS does not answer (starting or stuck; see scripts/kafka.sh logs)"
+  return 1
+}
+
+# One start/stop at a time per data dir (parallel test runs, two shells).
+with_lock() {
+  mkdir -p "$RUN"
+  exec 9>"$RUN/.lock"
+  command -v flock >/dev/null 2>&1 && flock 9
+  "$@"
+}
+
+case "${1:-}" in
+start) with_lock cmd_start ;;
+stop) with_lock cmd_stop ;;
+status) cmd_status ;;
+brokers) echo "$BROKERS" ;;
+logs) log_tail "${2:-100}" ;;
+reset)
+  with_lock cmd_stop
+  rm -rf "$DATADIR" "$RUN/ports" "$LOGDIR"
+  say "removed $DATADIR"
+  ;;
+*)
+  echo "usage: $0 start|stop|status|brokers|logs [n]|reset" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The test suite, as `make test` and CI (.ci/run) run it.
+#
+#   scripts/test.sh                         go vet ./... and go test ./... against a real broker
+#   scripts/test.sh -run TestPoll ./platform/...   extra go test args (packages replace ./...)
+#   GOTEST_FLAGS='-race -v' scripts/test.sh
+#
+# Broker: MSGMESH_TEST_KAFKA_BROKERS if set; otherwise the single-node Apache
+# Kafka of scripts/kafka.sh (started here and stopped at exit, unless it was
+# already running). If that broker cannot start, the suite runs on the
+# in-process kfake instead, except with MSGMESH_TEST_REQUIRE_REAL_KAFKA=1
+# (CI), where that is a failure.
+#
+# Packages are tested in parallel (go test's default -p = GOMAXPROCS, which is
+# 2 on our machines); tests share the broker, so they use unique topic and
+# group names (platform/kafkatest.Name).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+require_real=${MSGMESH_TEST_REQUIRE_REAL_KAFKA:-0}
+say() { printf 'test.sh: %s\n' "$*" >&2; }
+
+if ! scripts/deps.sh kcat; then
+  if [[ $require_real == 1 ]]; then
+    say "error: could not install test dependencies"
+    exit 1
+  fi
+  say "warning: could not install kcat; tests that need it may skip or fail"
+fi
+
+started=0
+stop_broker() {
+  local rc=$?
+  say "suite ran against: ${broker_desc:-none} (exit $rc)"
+  if [[ $started == 1 ]]; then
+    scripts/kafka.sh stop || true
+  fi
+  exit "$rc"
+}
+trap stop_broker EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [[ -n ${MSGMESH_TEST_KAFKA_BROKERS:-} ]]; then
+  broker_desc="real Kafka at $MSGMESH_TEST_KAFKA_BROKERS (from MSGMESH_TEST_KAFKA_BROKERS)"
+elif scripts/kafka.sh status 2>/dev/null; then
+  MSGMESH_TEST_KAFKA_BROKERS=$(scripts/kafka.sh brokers)
+  broker_desc="real Apache Kafka at $MSGMESH_TEST_KAFKA_BROKERS (already running; left running)"
+elif scripts/kafka.sh start >/dev/null; then
+  started=1
+  MSGMESH_TEST_KAFKA_BROKERS=$(scripts/kafka.sh brokers)
+  broker_desc="real Apache Kafka at $MSGMESH_TEST_KAFKA_BROKERS (scripts/kafka.sh)"
+elif [[ $require_real == 1 ]]; then
+  broker_desc="none"
+  say "error: MSGMESH_TEST_REQUIRE_REAL_KAFKA=1 but scripts/kafka.sh could not start a broker"
+  exit 1
+else
+  MSGMESH_TEST_KAFKA_BROKERS=
+  broker_desc="embedded kfake (scripts/kafka.sh start failed)"
+  say "warning: no real broker; tests run on the in-process kfake"
+fi
+export MSGMESH_TEST_KAFKA_BROKERS
+say "suite runs against: $broker_desc"
+
+# Extra args: flags pass through; if none of them names packages, test ./...
+pkgs=(./...)
+for a in "$@"; do
+  case $a in
+  ./* | ../* | github.com/*) pkgs=() ;;
+  esac
+done
+
+go vet ./...
+# shellcheck disable=SC2086
+go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" "${pkgs[@]}"

@@ -1,0 +1,251 @@
+package controlplane
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/httpapi"
+)
+
+// Routes registers the control-plane API on r (already authenticated).
+//
+//	POST   /v1/tenants            operator: {"id","plan"} → 201 {"id","plan","strict_topics","admin_key"}
+//	GET    /v1/tenant             any key: the caller's tenant
+//	PATCH  /v1/tenant             admin: {"strict_topics": bool}
+//	POST   /v1/keys               admin: {"name","role"} → 201 {"id","key",...} (plaintext once)
+//	GET    /v1/keys               admin: {"keys": [...]} (never plaintext)
+//	DELETE /v1/keys/{id}          admin: 204
+//	POST   /v1/topics             admin: {"name","partitions"?} → 201 topic
+//	GET    /v1/topics             any role: {"topics": [...]}
+//	GET    /v1/topics/{topic}     any role: topic
+//	DELETE /v1/topics/{topic}     admin: 204
+func (s *Service) Routes(r gin.IRouter) {
+	r.POST("/v1/tenants", s.createTenant)
+	r.GET("/v1/tenant", s.getTenant)
+	r.PATCH("/v1/tenant", s.patchTenant)
+	r.POST("/v1/keys", s.createKey)
+	r.GET("/v1/keys", s.listKeys)
+	r.DELETE("/v1/keys/:id", s.revokeKey)
+	r.POST("/v1/topics", s.createTopic)
+	r.GET("/v1/topics", s.listTopics)
+	r.GET("/v1/topics/:topic", s.getTopic)
+	r.DELETE("/v1/topics/:topic", s.deleteTopic)
+}
+
+// TopicView is a topic as the API shows it.
+type TopicView struct {
+	Name        string `json:"name"`
+	Partitions  int32  `json:"partitions"`
+	KafkaTopic  string `json:"kafka_topic"`
+	RetentionMs int64  `json:"retention_ms"`
+	CreatedAt   string `json:"created_at"`
+	Epoch       string `json:"epoch"`
+}
+
+func (s *Service) topicView(t controlstate.Topic) TopicView {
+	tn, _ := s.State().Tenant(t.Tenant)
+	return TopicView{Name: t.Name, Partitions: t.Partitions, KafkaTopic: t.KafkaTopic,
+		RetentionMs: s.RetentionMs(tn.Plan), CreatedAt: t.CreatedAt.UTC().Format(timeFormat), Epoch: t.Epoch}
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+type tenantView struct {
+	ID           string `json:"id"`
+	Plan         string `json:"plan"`
+	StrictTopics bool   `json:"strict_topics"`
+	RetentionMs  int64  `json:"retention_ms"`
+	CreatedAt    string `json:"created_at"`
+	AdminKey     string `json:"admin_key,omitempty"`
+}
+
+func (s *Service) tenantView(t controlstate.Tenant) tenantView {
+	return tenantView{ID: t.ID, Plan: t.Plan, StrictTopics: t.StrictTopics, RetentionMs: s.RetentionMs(t.Plan), CreatedAt: t.CreatedAt.UTC().Format(timeFormat)}
+}
+
+type keyView struct {
+	ID        string  `json:"id"`
+	Key       string  `json:"key,omitempty"`
+	Name      string  `json:"name"`
+	Role      string  `json:"role"`
+	Prefix    string  `json:"prefix"`
+	CreatedAt string  `json:"created_at"`
+	RevokedAt *string `json:"revoked_at,omitempty"`
+}
+
+func keyViewOf(k controlstate.Key) keyView {
+	v := keyView{ID: k.ID, Name: k.Name, Role: k.Role, Prefix: k.Prefix, CreatedAt: k.CreatedAt.UTC().Format(timeFormat)}
+	if k.RevokedAt != nil {
+		r := k.RevokedAt.UTC().Format(timeFormat)
+		v.RevokedAt = &r
+	}
+	return v
+}
+
+func (s *Service) fail(c *gin.Context, err error) { httpapi.Abort(c, s.log, err) }
+
+func (s *Service) createTenant(c *gin.Context) {
+	if !auth.RequireOperator(c) {
+		return
+	}
+	var req struct {
+		ID   string `json:"id"`
+		Plan string `json:"plan"`
+	}
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	t, key, err := s.CreateTenant(c.Request.Context(), req.ID, req.Plan)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	v := s.tenantView(t)
+	v.AdminKey = key
+	c.JSON(http.StatusCreated, v)
+}
+
+func (s *Service) getTenant(c *gin.Context) {
+	p := auth.PrincipalOf(c)
+	t, ok := s.State().Tenant(p.Tenant)
+	if !ok {
+		s.fail(c, httpapi.Errorf(httpapi.CodeTenantNotFound, "the operator key belongs to no tenant"))
+		return
+	}
+	c.JSON(http.StatusOK, s.tenantView(t))
+}
+
+func (s *Service) patchTenant(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpTenantSettings)
+	if !ok {
+		return
+	}
+	var req struct {
+		StrictTopics *bool `json:"strict_topics"`
+	}
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if req.StrictTopics == nil {
+		s.fail(c, httpapi.Errorf(httpapi.CodeInvalidRequest, "nothing to change: send {\"strict_topics\": true|false}"))
+		return
+	}
+	t, err := s.SetStrictTopics(c.Request.Context(), p.Tenant, *req.StrictTopics)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, s.tenantView(t))
+}
+
+func (s *Service) createKey(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpKeysManage)
+	if !ok {
+		return
+	}
+	var req struct {
+		Name string `json:"name"`
+		Role string `json:"role"`
+	}
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	k, plain, err := s.CreateKey(c.Request.Context(), p.Tenant, req.Name, req.Role)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	v := keyViewOf(k)
+	v.Key = plain
+	c.JSON(http.StatusCreated, v)
+}
+
+func (s *Service) listKeys(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpKeysManage)
+	if !ok {
+		return
+	}
+	keys := s.State().Keys(p.Tenant)
+	out := make([]keyView, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, keyViewOf(k))
+	}
+	c.JSON(http.StatusOK, gin.H{"keys": out})
+}
+
+func (s *Service) revokeKey(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpKeysManage)
+	if !ok {
+		return
+	}
+	if err := s.RevokeKey(c.Request.Context(), p.Tenant, c.Param("id")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (s *Service) createTopic(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpTopicsManage)
+	if !ok {
+		return
+	}
+	var req struct {
+		Name       string `json:"name"`
+		Partitions int    `json:"partitions"`
+	}
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	t, err := s.CreateTopic(c.Request.Context(), p.Tenant, req.Name, req.Partitions)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, s.topicView(t))
+}
+
+func (s *Service) listTopics(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpTopicsRead)
+	if !ok {
+		return
+	}
+	ts := s.State().Topics(p.Tenant)
+	out := make([]TopicView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, s.topicView(t))
+	}
+	c.JSON(http.StatusOK, gin.H{"topics": out})
+}
+
+func (s *Service) getTopic(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpTopicsRead)
+	if !ok {
+		return
+	}
+	t, found := s.State().Topic(p.Tenant, c.Param("topic"))
+	if !found {
+		s.fail(c, httpapi.Errorf(httpapi.CodeTopicNotFound, "topic %q not found", c.Param("topic")))
+		return
+	}
+	c.JSON(http.StatusOK, s.topicView(t))
+}
+
+func (s *Service) deleteTopic(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpTopicsManage)
+	if !ok {
+		return
+	}
+	if err := s.DeleteTopic(c.Request.Context(), p.Tenant, c.Param("topic")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}

@@ -1,0 +1,252 @@
+// Package controlplane serves tenants, keys and topics: the commands that
+// change the control log (platform/controlstate) and the Kafka topics that
+// back tenant topics.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/config"
+	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/names"
+)
+
+// DefaultTenant is the tenant the bootstrap admin key belongs to.
+const DefaultTenant = "default"
+
+// Service runs control-plane commands.
+type Service struct {
+	cfg    config.Config
+	log    *slog.Logger
+	clog   *controlstate.Log
+	adm    *kadm.Client
+	mapper names.Mapper
+}
+
+// New returns a Service appending to clog and managing Kafka topics with adm.
+func New(cfg config.Config, clog *controlstate.Log, adm *kadm.Client, log *slog.Logger) *Service {
+	return &Service{cfg: cfg, log: log, clog: clog, adm: adm, mapper: names.Mapper{Prefix: cfg.Kafka.TopicPrefix}}
+}
+
+// State is the control projection.
+func (s *Service) State() *controlstate.State { return s.clog.State() }
+
+// appendErr maps a control-log outcome onto the HTTP error catalog.
+func appendErr(err error, notFound httpapi.Code, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, controlstate.ErrConflict):
+		return httpapi.Errorf(httpapi.CodeConflict, "%s already exists", what)
+	case errors.Is(err, controlstate.ErrNotFound):
+		return httpapi.Errorf(notFound, "%s not found", what)
+	default:
+		return httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "the control log did not confirm the change in time; it may still apply")
+	}
+}
+
+// RetentionMs is the retention.ms of a tenant's topics on plan.
+func (s *Service) RetentionMs(plan string) int64 {
+	if plan == controlstate.PlanPaid {
+		return s.cfg.Topics.PaidRetention.Milliseconds()
+	}
+	return s.cfg.Topics.FreeRetention.Milliseconds()
+}
+
+// CreateTenant creates tenant id on plan with a first admin key, returned in
+// plaintext (the only time it is shown).
+func (s *Service) CreateTenant(ctx context.Context, id, plan string) (controlstate.Tenant, string, error) {
+	if err := names.Tenant(id); err != nil {
+		return controlstate.Tenant{}, "", httpapi.Errorf(httpapi.CodeValidation, "%v", err)
+	}
+	if plan == "" {
+		plan = controlstate.PlanFree
+	}
+	if plan != controlstate.PlanFree && plan != controlstate.PlanPaid {
+		return controlstate.Tenant{}, "", httpapi.Errorf(httpapi.CodeValidation, "plan %q: want free or paid", plan)
+	}
+	key, hash, display, err := auth.NewKey()
+	if err != nil {
+		return controlstate.Tenant{}, "", err
+	}
+	_, err = s.clog.Append(ctx, controlstate.TypeTenantCreated, controlstate.TenantCreatedData{
+		Tenant: id, Plan: plan,
+		AdminKey: &controlstate.KeyCreatedData{Tenant: id, KeyID: auth.NewID("key_"), Name: "admin", Role: auth.RoleAdmin, Hash: hash, Prefix: display},
+	})
+	if err := appendErr(err, httpapi.CodeTenantNotFound, "tenant "+strconv.Quote(id)); err != nil {
+		return controlstate.Tenant{}, "", err
+	}
+	t, _ := s.State().Tenant(id)
+	return t, key, nil
+}
+
+// SetStrictTopics turns a tenant's strict topic gate on or off.
+func (s *Service) SetStrictTopics(ctx context.Context, tenant string, on bool) (controlstate.Tenant, error) {
+	_, err := s.clog.Append(ctx, controlstate.TypeTenantSettingsChanged, controlstate.TenantSettingsChangedData{Tenant: tenant, StrictTopics: &on})
+	if err := appendErr(err, httpapi.CodeTenantNotFound, "tenant"); err != nil {
+		return controlstate.Tenant{}, err
+	}
+	t, _ := s.State().Tenant(tenant)
+	return t, nil
+}
+
+// CreateKey makes a role key in tenant and returns it with its plaintext.
+func (s *Service) CreateKey(ctx context.Context, tenant, name, role string) (controlstate.Key, string, error) {
+	if !auth.ValidRole(role) {
+		return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeValidation, "role %q: want admin, producer or consumer", role)
+	}
+	if len(name) > 200 {
+		return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeValidation, "name is over 200 bytes")
+	}
+	key, hash, display, err := auth.NewKey()
+	if err != nil {
+		return controlstate.Key{}, "", err
+	}
+	id := auth.NewID("key_")
+	_, err = s.clog.Append(ctx, controlstate.TypeKeyCreated, controlstate.KeyCreatedData{Tenant: tenant, KeyID: id, Name: name, Role: role, Hash: hash, Prefix: display})
+	if err := appendErr(err, httpapi.CodeTenantNotFound, "key"); err != nil {
+		return controlstate.Key{}, "", err
+	}
+	k, _ := s.State().Key(tenant, id)
+	return k, key, nil
+}
+
+// RevokeKey revokes key id of tenant on every node.
+func (s *Service) RevokeKey(ctx context.Context, tenant, id string) error {
+	_, err := s.clog.Append(ctx, controlstate.TypeKeyRevoked, controlstate.KeyRevokedData{Tenant: tenant, KeyID: id})
+	return appendErr(err, httpapi.CodeKeyNotFound, "key "+strconv.Quote(id))
+}
+
+// CreateTopic records topic name in tenant and makes its Kafka topic.
+// partitions 0 takes the configured default.
+func (s *Service) CreateTopic(ctx context.Context, tenant, name string, partitions int) (controlstate.Topic, error) {
+	if err := names.Topic(name); err != nil {
+		return controlstate.Topic{}, httpapi.Errorf(httpapi.CodeValidation, "%v", err)
+	}
+	if partitions == 0 {
+		partitions = s.cfg.Topics.DefaultPartitions
+	}
+	if partitions < 1 || partitions > s.cfg.Topics.MaxPartitions {
+		return controlstate.Topic{}, httpapi.Errorf(httpapi.CodeValidation, "partitions %d: want 1..%d", partitions, s.cfg.Topics.MaxPartitions)
+	}
+	_, err := s.clog.Append(ctx, controlstate.TypeTopicCreated, controlstate.TopicCreatedData{
+		Tenant: tenant, Topic: name, Partitions: int32(partitions), KafkaTopic: s.mapper.KafkaTopic(tenant, name),
+	})
+	if err := appendErr(err, httpapi.CodeTenantNotFound, "topic "+strconv.Quote(name)); err != nil {
+		return controlstate.Topic{}, err
+	}
+	t, ok := s.State().Topic(tenant, name)
+	if !ok {
+		return controlstate.Topic{}, httpapi.Errorf(httpapi.CodeConflict, "topic %q was deleted meanwhile", name)
+	}
+	if err := s.EnsureKafkaTopic(ctx, t); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// EnsureKafkaTopic makes t's Kafka topic if it is missing, with the
+// tenant plan's retention.ms. Safe to call repeatedly and from any node.
+func (s *Service) EnsureKafkaTopic(ctx context.Context, t controlstate.Topic) error {
+	tenant, _ := s.State().Tenant(t.Tenant)
+	retention := strconv.FormatInt(s.RetentionMs(tenant.Plan), 10)
+	deadline := time.Now().Add(s.cfg.Kafka.RequestTimeout)
+	for {
+		resp, err := s.adm.CreateTopic(ctx, t.Partitions, int16(s.cfg.Kafka.ReplicationFactor),
+			map[string]*string{"retention.ms": &retention}, t.KafkaTopic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil
+		}
+		// A topic deleted moments ago may still be going away.
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, fmt.Sprintf("could not create Kafka topic %s", t.KafkaTopic))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// DeleteTopic removes topic name from tenant and deletes its Kafka topic
+// (and with it every record).
+func (s *Service) DeleteTopic(ctx context.Context, tenant, name string) error {
+	t, ok := s.State().Topic(tenant, name)
+	if !ok {
+		return httpapi.Errorf(httpapi.CodeTopicNotFound, "topic %q not found", name)
+	}
+	_, err := s.clog.Append(ctx, controlstate.TypeTopicDeleted, controlstate.TopicDeletedData{Tenant: tenant, Topic: name})
+	if err := appendErr(err, httpapi.CodeTopicNotFound, "topic "+strconv.Quote(name)); err != nil {
+		return err
+	}
+	resp, err := s.adm.DeleteTopic(ctx, t.KafkaTopic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		s.log.Warn("deleting Kafka topic failed; the MsgMesh topic is gone", "kafka_topic", t.KafkaTopic, "err", err)
+	}
+	return nil
+}
+
+// Bootstrap makes sure tenant "default" can be reached: with adminKey set,
+// the tenant exists and holds that key; with none and embedded true, a
+// first start creates the tenant with a generated key and returns it (the
+// caller prints it once). It returns "" when nothing was generated.
+func (s *Service) Bootstrap(ctx context.Context, adminKey string, embedded bool) (string, error) {
+	st := s.State()
+	if adminKey == "" {
+		if !embedded {
+			return "", nil
+		}
+		if _, ok := st.Tenant(DefaultTenant); ok {
+			return "", nil
+		}
+		_, key, err := s.CreateTenant(ctx, DefaultTenant, controlstate.PlanFree)
+		if err != nil {
+			var he *httpapi.Error
+			if errors.As(err, &he) && he.Code == httpapi.CodeConflict {
+				return "", nil // another node made it first
+			}
+			return "", err
+		}
+		return key, nil
+	}
+	hash := auth.HashKey(adminKey)
+	for attempt := 0; attempt < 3; attempt++ {
+		if k, ok := st.KeyByHash(hash); ok {
+			if k.Tenant != DefaultTenant {
+				return "", fmt.Errorf("bootstrap admin key belongs to tenant %q, not %q", k.Tenant, DefaultTenant)
+			}
+			if k.RevokedAt != nil {
+				s.log.Warn("the bootstrap admin key was revoked; it stays revoked")
+			}
+			return "", nil
+		}
+		kd := controlstate.KeyCreatedData{Tenant: DefaultTenant, KeyID: auth.NewID("key_"), Name: "bootstrap", Role: auth.RoleAdmin, Hash: hash, Prefix: adminKey[:9]}
+		var err error
+		if _, ok := st.Tenant(DefaultTenant); !ok {
+			_, err = s.clog.Append(ctx, controlstate.TypeTenantCreated, controlstate.TenantCreatedData{Tenant: DefaultTenant, Plan: controlstate.PlanFree, AdminKey: &kd})
+		} else {
+			_, err = s.clog.Append(ctx, controlstate.TypeKeyCreated, kd)
+		}
+		if err == nil {
+			return "", nil
+		}
+		if !errors.Is(err, controlstate.ErrConflict) {
+			return "", fmt.Errorf("bootstrap: %w", err)
+		}
+		// Lost a race with another node: look again.
+	}
+	return "", errors.New("bootstrap: could not register the admin key")
+}

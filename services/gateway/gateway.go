@@ -1,0 +1,130 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/config"
+	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/services/gateway/pollgroup"
+)
+
+// Topics is what the gateway needs of the control plane: creating a topic
+// when the strict topic gate is off, and re-making a Kafka topic that is
+// missing.
+type Topics interface {
+	CreateTopic(ctx context.Context, tenant, name string, partitions int) (controlstate.Topic, error)
+	EnsureKafkaTopic(ctx context.Context, t controlstate.Topic) error
+}
+
+// Gateway serves publish and poll.
+type Gateway struct {
+	cfg      config.Config
+	log      *slog.Logger
+	state    *controlstate.State
+	topics   Topics
+	mapper   names.Mapper
+	producer *kgo.Client
+	polls    *pollgroup.Manager
+	metrics  metrics
+}
+
+type metrics struct {
+	published      prometheus.Counter
+	publishSeconds prometheus.Histogram
+	polled         prometheus.Counter
+}
+
+// New makes a Gateway. clientOpts reach Kafka; reg receives metrics.
+func New(cfg config.Config, state *controlstate.State, topics Topics, clientOpts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
+	// Leave room for record overhead above the largest payload.
+	maxBatch := int32(cfg.Publish.MaxMessageBytes + cfg.Publish.MaxRoomLength + 64<<10)
+	producer, err := kgo.NewClient(append(append([]kgo.Opt{}, clientOpts...),
+		kgo.RequiredAcks(kgo.AllISRAcks()), // with the idempotent producer (franz-go's default)
+		kgo.ProducerBatchMaxBytes(maxBatch),
+		kgo.RecordDeliveryTimeout(cfg.Kafka.RequestTimeout),
+		kgo.MaxBufferedRecords(100_000),
+		kgo.UnknownTopicRetries(2),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: producer: %w", err)
+	}
+	polls, err := pollgroup.New(pollgroup.Config{
+		ClientOpts:     clientOpts,
+		IdleTimeout:    cfg.Poll.ConsumerIdleTimeout,
+		SessionTimeout: cfg.Poll.SessionTimeout,
+		MaxMembers:     cfg.Poll.MaxConsumers,
+		Logger:         log.With("component", "pollgroup"),
+		Registerer:     reg,
+	})
+	if err != nil {
+		producer.Close()
+		return nil, fmt.Errorf("gateway: poll groups: %w", err)
+	}
+	g := &Gateway{
+		cfg: cfg, log: log, state: state, topics: topics, mapper: names.Mapper{Prefix: cfg.Kafka.TopicPrefix},
+		producer: producer, polls: polls,
+		metrics: metrics{
+			published: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_published_messages_total", Help: "Messages acknowledged by Kafka through publish."}),
+			publishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgmesh_publish_duration_seconds", Help: "Publish request time until Kafka acknowledged.",
+				Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+			polled: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_polled_messages_total", Help: "Messages written to poll responses."}),
+		},
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{g.metrics.published, g.metrics.publishSeconds, g.metrics.polled} {
+			if err := reg.Register(c); err != nil {
+				g.Close(context.Background())
+				return nil, fmt.Errorf("gateway: metrics: %w", err)
+			}
+		}
+	}
+	return g, nil
+}
+
+// OnControlEvent closes poll consumers of deleted topics; register it with
+// controlstate.Log.OnApply.
+func (g *Gateway) OnControlEvent(ev controlstate.Event, outcome error) {
+	if outcome != nil || ev.Type != controlstate.TypeTopicDeleted {
+		return
+	}
+	var d controlstate.TopicDeletedData
+	if jsonUnmarshal(ev.Data, &d) == nil {
+		go g.polls.CloseTopic(g.mapper.KafkaTopic(d.Tenant, d.Topic))
+	}
+}
+
+// Run runs background work (expiring idle poll consumers) until ctx ends.
+func (g *Gateway) Run(ctx context.Context) error {
+	g.polls.Run(ctx)
+	return nil
+}
+
+// Routes registers publish, poll and commit on r (already authenticated).
+func (g *Gateway) Routes(r gin.IRouter) {
+	r.POST("/v1/topics/:topic/messages", g.publish)
+	r.POST("/v1/topics/:topic/poll", g.poll)
+	r.POST("/v1/topics/:topic/commit", g.commit)
+}
+
+// Close flushes publishes in flight, then closes every poll consumer
+// without committing anything unacknowledged. The HTTP server must have
+// stopped first.
+func (g *Gateway) Close(ctx context.Context) {
+	fctx, cancel := context.WithTimeout(ctx, g.cfg.Kafka.RequestTimeout)
+	if err := g.producer.Flush(fctx); err != nil {
+		g.log.Warn("flushing publishes at shutdown", "err", err)
+	}
+	cancel()
+	g.producer.Close()
+	g.polls.Close(ctx)
+}
+
+func (g *Gateway) fail(c *gin.Context, err error) { httpapi.Abort(c, g.log, err) }

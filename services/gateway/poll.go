@@ -1,0 +1,264 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/cursor"
+	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/services/gateway/pollgroup"
+)
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+type pollRequest struct {
+	Group    string  `json:"group"`
+	Consumer string  `json:"consumer"`
+	Max      *int    `json:"max"`
+	MaxBytes *int    `json:"max_bytes"`
+	WaitMs   *int    `json:"wait_ms"`
+	Room     *string `json:"room"`
+}
+
+const defaultConsumer = "default"
+
+func (g *Gateway) pollKey(c *gin.Context, tenant, group, consumer string) (pollgroup.Key, error) {
+	topic := c.Param("topic")
+	if err := names.Group("group", group); err != nil {
+		return pollgroup.Key{}, httpapi.Errorf(httpapi.CodeInvalidRequest, "%v", err)
+	}
+	if consumer == "" {
+		consumer = defaultConsumer
+	}
+	if err := names.Group("consumer", consumer); err != nil {
+		return pollgroup.Key{}, httpapi.Errorf(httpapi.CodeInvalidRequest, "%v", err)
+	}
+	t, err := g.resolveTopic(c.Request.Context(), tenant, topic, false)
+	if err != nil {
+		return pollgroup.Key{}, err
+	}
+	return pollgroup.Key{Group: g.mapper.Group(tenant, topic, group), Topic: t.KafkaTopic, Consumer: consumer}, nil
+}
+
+// poll long-polls the consumer group. The previous batch of this consumer
+// is acknowledged (committed) first; the new batch is acknowledged by the
+// next poll or by commit, else delivered again.
+func (g *Gateway) poll(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpPoll)
+	if !ok {
+		return
+	}
+	var req pollRequest
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		g.fail(c, err)
+		return
+	}
+	if _, has := c.GetQuery("room"); has || req.Room != nil {
+		g.fail(c, httpapi.Errorf(httpapi.CodeRoomNotSupported, "poll reads the whole topic and takes no room; to receive one room use SSE (GET /v1/topics/{topic}/events?room=) or WebSocket"))
+		return
+	}
+	max, err := bounded("max", req.Max, g.cfg.Poll.DefaultMax, g.cfg.Poll.MaxMax)
+	if err != nil {
+		g.fail(c, err)
+		return
+	}
+	maxBytes, err := bounded("max_bytes", req.MaxBytes, g.cfg.Poll.DefaultMaxBytes, 64<<20)
+	if err != nil {
+		g.fail(c, err)
+		return
+	}
+	waitMs, err := bounded("wait_ms", req.WaitMs, int(g.cfg.Poll.DefaultWait.Milliseconds()), int(g.cfg.Poll.MaxWait.Milliseconds()))
+	if err != nil && req.WaitMs != nil && *req.WaitMs == 0 {
+		waitMs, err = 0, nil
+	}
+	if err != nil {
+		g.fail(c, err)
+		return
+	}
+	key, err := g.pollKey(c, p.Tenant, req.Group, req.Consumer)
+	if err != nil {
+		g.fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	b, err := g.polls.Poll(ctx, pollgroup.Request{Key: key, Max: max, MaxBytes: maxBytes, Wait: time.Duration(waitMs) * time.Millisecond})
+	if err != nil {
+		g.fail(c, pollErr(err))
+		return
+	}
+	body := encodeMessages(b.Records)
+	if ctx.Err() != nil {
+		// The client is gone: offer the batch again instead of skipping it.
+		b.Undelivered()
+		return
+	}
+	c.Writer.Header().Set("Content-Type", "application/json")
+	c.Writer.WriteHeader(http.StatusOK)
+	if _, err := c.Writer.Write(body); err != nil {
+		b.Undelivered()
+		return
+	}
+	c.Writer.Flush()
+	b.Delivered()
+	g.metrics.polled.Add(float64(len(b.Records)))
+}
+
+// bounded reads an optional positive int: nil → def, over max → max.
+func bounded(name string, v *int, def, max int) (int, error) {
+	if v == nil {
+		return def, nil
+	}
+	if *v <= 0 {
+		return 0, httpapi.Errorf(httpapi.CodeInvalidRequest, "%s must be positive, got %d", name, *v)
+	}
+	if *v > max {
+		return max, nil
+	}
+	return *v, nil
+}
+
+func pollErr(err error) error {
+	switch {
+	case errors.Is(err, pollgroup.ErrTooManyMembers):
+		return &httpapi.Error{Code: httpapi.CodeTooManyConsumers, Message: "this node holds its maximum number of poll consumers", Cause: err, RetryAfter: 5}
+	case errors.Is(err, pollgroup.ErrUnknownMember):
+		return httpapi.Errorf(httpapi.CodeConsumerNotFound, "consumer not found on this node: it expired or never polled; its unacknowledged batch will be delivered again")
+	case errors.Is(err, pollgroup.ErrClosed):
+		return httpapi.Wrap(httpapi.CodeShuttingDown, err, "the node is shutting down")
+	case errors.Is(err, pollgroup.ErrInvalidRequest):
+		return httpapi.Wrap(httpapi.CodeInvalidRequest, err, err.Error())
+	}
+	return httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "poll failed talking to Kafka; retry")
+}
+
+type commitRequest struct {
+	Group    string   `json:"group"`
+	Consumer string   `json:"consumer"`
+	Cursors  []string `json:"cursors"`
+}
+
+// commit acknowledges cursors of a batch this consumer received.
+func (g *Gateway) commit(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpPoll)
+	if !ok {
+		return
+	}
+	var req commitRequest
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		g.fail(c, err)
+		return
+	}
+	if len(req.Cursors) == 0 {
+		g.fail(c, httpapi.Errorf(httpapi.CodeInvalidRequest, "\"cursors\" is empty"))
+		return
+	}
+	cs := make([]cursor.Cursor, 0, len(req.Cursors))
+	for _, s := range req.Cursors {
+		cu, err := cursor.Parse(s)
+		if err != nil {
+			g.fail(c, httpapi.Errorf(httpapi.CodeInvalidRequest, "%v", err))
+			return
+		}
+		cs = append(cs, cu)
+	}
+	key, err := g.pollKey(c, p.Tenant, req.Group, req.Consumer)
+	if err != nil {
+		g.fail(c, err)
+		return
+	}
+	if err := g.polls.Commit(c.Request.Context(), key, cs); err != nil {
+		g.fail(c, pollErr(err))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"committed": req.Cursors})
+}
+
+// encodeMessages writes the poll response by hand so that JSON payloads go
+// out byte for byte as they were published.
+//
+//	{"messages":[{"cursor":"0-5","room":"r1","data":{...},"headers":{...},"published_at":"..."}]}
+//
+// A value is sent as "data" when its content-type header is JSON (or, with
+// no content-type, when it is valid JSON), else as "data_base64". A record
+// without a key has "room": null.
+func encodeMessages(recs []*kgo.Record) []byte {
+	n := 16
+	for _, r := range recs {
+		n += len(r.Value)*4/3 + len(r.Key) + 160
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"messages":[`...)
+	for i, r := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"cursor":"`...)
+		b = strconv.AppendInt(b, int64(r.Partition), 10)
+		b = append(b, '-')
+		b = strconv.AppendInt(b, r.Offset, 10)
+		b = append(b, `","room":`...)
+		if r.Key == nil {
+			b = append(b, "null"...)
+		} else {
+			b = appendString(b, r.Key)
+		}
+		ct, hasCT := "", false
+		for _, h := range r.Headers {
+			if h.Key == HeaderContentType {
+				ct, hasCT = string(h.Value), true
+			}
+		}
+		if (hasCT && isJSON(ct) || !hasCT) && json.Valid(r.Value) {
+			b = append(b, `,"data":`...)
+			b = append(b, r.Value...)
+		} else {
+			b = append(b, `,"data_base64":"`...)
+			b = base64.StdEncoding.AppendEncode(b, r.Value)
+			b = append(b, '"')
+		}
+		b = append(b, `,"headers":{`...)
+		for j, h := range r.Headers {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, []byte(h.Key))
+			b = append(b, ':')
+			b = appendString(b, h.Value)
+		}
+		b = append(b, `},"published_at":"`...)
+		b = r.Timestamp.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+		b = append(b, `"}`...)
+	}
+	b = append(b, "]}"...)
+	return b
+}
+
+// appendString appends s as a JSON string (invalid UTF-8 becomes U+FFFD).
+func appendString(b, s []byte) []byte {
+	if utf8.Valid(s) && plain(s) {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	enc, _ := json.Marshal(string(s))
+	return append(b, enc...)
+}
+
+func plain(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,44 @@
+package pollgroup
+
+import (
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Batch is the answer to one Poll. Exactly one of Delivered or Undelivered
+// must be called once the response has been written (or failed); further
+// calls are no-ops, and both are no-ops on an empty batch.
+//
+// Until it is resolved a non-empty batch holds its member: the member's next
+// Poll or Commit waits for it and the member does not expire. A batch left
+// unresolved for Config.IdleTimeout is treated as Undelivered.
+type Batch struct {
+	// Records are at most Request.Max records of the member's topic, in
+	// Kafka order within each partition, with no offset twice. Nil when
+	// Wait passed without records. Callers must not modify them.
+	Records []*kgo.Record
+
+	m    *member
+	gens map[int32]uint64 // partition ownership generation when taken
+	done atomic.Bool
+}
+
+// Delivered reports that the records reached the client. They become
+// pending: the member's next Poll, or a Commit of their cursors, commits
+// them to Kafka. If the member expires, closes or loses the partitions
+// first, they are delivered again (at-least-once).
+func (b *Batch) Delivered() { b.resolve(true) }
+
+// Undelivered reports that the response could not be written. The records
+// go back to the front of the member's buffer and are offered to its next
+// Poll, unless their partitions were revoked meanwhile, in which case the
+// new owner reads them from the committed offset. Nothing is skipped.
+func (b *Batch) Undelivered() { b.resolve(false) }
+
+func (b *Batch) resolve(delivered bool) {
+	if b == nil || b.m == nil || !b.done.CompareAndSwap(false, true) {
+		return
+	}
+	b.m.resolve(b, delivered)
+}

@@ -1,0 +1,499 @@
+package pollgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/msgmesh/msgmesh/platform/cursor"
+)
+
+// leaveTimeout bounds a LeaveGroup of a member closed in the background
+// (expiry, CloseTopic). Past it the client is closed anyway and the group
+// notices through the session timeout.
+const leaveTimeout = 15 * time.Second
+
+// canceledCtx is an already canceled context. PollRecords given it returns
+// at once without taking records, but with BlockRebalanceOnPoll it first
+// waits for any running rebalance callback and then blocks new ones until
+// AllowRebalance: the documented "an error fetch is a non-empty poll" rule
+// turned into a lock on the member's partition ownership.
+var canceledCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// member is one consumer-group member: one kgo.Client in Key.Group consuming
+// Key.Topic.
+//
+// Locking: op serializes Poll, Commit, batch resolution and close (a
+// non-empty Batch holds op until Delivered or Undelivered). mu guards the
+// record state and is taken by franz-go's rebalance callbacks; it is never
+// held across a franz-go call. Manager.mu guards inflight and lastUsed and
+// is taken before mu when both are needed.
+type member struct {
+	key Key
+	mgr *Manager
+	log *slog.Logger
+	cl  *kgo.Client
+	op  *opLock
+
+	// ctx lives as long as the member; close cancels it, which ends a
+	// parked long-poll.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Guarded by Manager.mu.
+	inflight int       // calls in progress plus an outstanding batch
+	lastUsed time.Time // end of the last call or batch resolution
+
+	mu       sync.Mutex
+	closeErr error                     // why the member closes; set before ctx is canceled
+	closed   bool                      // client closed or closing with op held
+	owned    map[int32]bool            // partitions currently assigned
+	gen      map[int32]uint64          // bumped when a partition is revoked or lost
+	buf      []*kgo.Record             // fetched, not yet handed out; front first
+	pending  map[int32]kgo.EpochOffset // delivered, unacknowledged: offset to commit (last + 1)
+	served   map[int32]int64           // highest offset handed out since the partition was assigned
+	out      *Batch                    // the batch not yet resolved, if any
+	outSince time.Time                 // when out was handed out
+}
+
+func newMember(mg *Manager, key Key) (*member, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{
+		key:     key,
+		mgr:     mg,
+		log:     mg.log.With("group", key.Group, "topic", key.Topic, "consumer", key.Consumer),
+		op:      newOpLock(),
+		ctx:     ctx,
+		cancel:  cancel,
+		owned:   make(map[int32]bool),
+		gen:     make(map[int32]uint64),
+		pending: make(map[int32]kgo.EpochOffset),
+		served:  make(map[int32]int64),
+	}
+	opts := []kgo.Opt{
+		kgo.ClientID("msgmesh-gateway"),
+		kgo.FetchMaxBytes(defaultFetchMaxBytes),
+		kgo.WithLogger(kgoLogger{m.log}),
+	}
+	opts = append(opts, mg.cfg.ClientOpts...)
+	opts = append(opts,
+		kgo.ConsumerGroup(key.Group),
+		kgo.ConsumeTopics(key.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(m.onAssigned),
+		kgo.OnPartitionsRevoked(m.onRevoked),
+		kgo.OnPartitionsLost(m.onLost),
+	)
+	if st := mg.cfg.SessionTimeout; st > 0 {
+		opts = append(opts, kgo.SessionTimeout(st), kgo.HeartbeatInterval(min(3*time.Second, st/3)))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("pollgroup: new client for %s: %w", key, err)
+	}
+	m.cl = cl
+	return m, nil
+}
+
+// errIfClosed returns why the member is closing, or nil while it is alive.
+func (m *member) errIfClosed() error {
+	if m.ctx.Err() == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closeErr
+}
+
+// holdRebalance blocks rebalances (and so revocations) until AllowRebalance.
+// It first waits for a rebalance callback in progress to finish.
+func (m *member) holdRebalance() { m.cl.PollRecords(canceledCtx, 1) }
+
+// poll serves one Poll: it acknowledges the previous delivered batch, then
+// hands out buffered or newly fetched records, waiting up to req.Wait for
+// the first. A non-empty batch leaves op held; the Batch releases it.
+func (m *member) poll(ctx context.Context, req Request) (*Batch, error) {
+	deadline := time.Now().Add(req.Wait)
+	if err := m.op.lock(ctx, false); err != nil {
+		return nil, err
+	}
+	held := true
+	defer func() {
+		if held {
+			m.op.unlock()
+		}
+	}()
+	acked := false
+	for {
+		if err := m.errIfClosed(); err != nil {
+			return nil, err
+		}
+		m.holdRebalance()
+		if !acked {
+			if err := m.commitPending(ctx); err != nil {
+				m.cl.AllowRebalance()
+				return nil, err
+			}
+			acked = true
+		}
+		m.drain(req)
+		b := m.take(req)
+		m.cl.AllowRebalance()
+		if len(b.Records) > 0 {
+			held = false // the batch holds op until it is resolved
+			return b, nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return b, nil
+		}
+		if err := m.waitForRecords(ctx, wait, req.Max); err != nil {
+			return nil, err
+		}
+		if m.op.yieldWanted() {
+			// A Commit or close is waiting: let it run, then go on.
+			m.op.unlock()
+			held = false
+			if err := m.op.lock(ctx, false); err != nil {
+				return nil, err
+			}
+			held = true
+		}
+	}
+}
+
+// waitForRecords parks in PollRecords for up to wait, moving whatever
+// arrives into the buffer. It returns early when ctx ends (with its error),
+// the member closes, or an urgent op acquirer interrupts.
+func (m *member) waitForRecords(ctx context.Context, wait time.Duration, max int) error {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	stop := context.AfterFunc(m.ctx, cancel)
+	defer stop()
+	if !m.op.park(cancel) {
+		return nil
+	}
+	fs := m.cl.PollRecords(wctx, max)
+	m.op.unpark()
+	m.absorb(fs)
+	m.cl.AllowRebalance()
+	return ctx.Err()
+}
+
+// drain moves records franz-go has already fetched into the buffer, without
+// waiting, unless the buffer alone can fill a response.
+func (m *member) drain(req Request) {
+	m.mu.Lock()
+	n, size := len(m.buf), 0
+	for _, r := range m.buf {
+		size += recordSize(r)
+	}
+	m.mu.Unlock()
+	if n >= req.Max || size >= req.MaxBytes {
+		return
+	}
+	//nolint:staticcheck // a nil context is franz-go's documented "return what is buffered, do not wait"
+	m.absorb(m.cl.PollRecords(nil, req.Max-n))
+}
+
+// absorb appends the records of fs to the buffer and logs its errors. The
+// caller holds the rebalance block (PollRecords returned), so no revoke can
+// interleave.
+func (m *member) absorb(fs kgo.Fetches) {
+	fs.EachError(func(topic string, partition int32, err error) {
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+			errors.Is(err, kgo.ErrClientClosed):
+			// our own wait or close
+		default:
+			m.log.Warn("pollgroup: fetch error", "fetch_topic", topic, "partition", partition, "err", err)
+		}
+	})
+	var recs []*kgo.Record
+	fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+	if len(recs) == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.buf = append(m.buf, recs...)
+	m.mu.Unlock()
+}
+
+// take removes the next response from the front of the buffer: at most
+// req.Max records and req.MaxBytes bytes, but at least one record if any is
+// buffered. A non-empty batch becomes the member's outstanding batch.
+func (m *member) take(req Request) *Batch {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, size := 0, 0
+	for n < len(m.buf) && n < req.Max {
+		s := recordSize(m.buf[n])
+		if n > 0 && size+s > req.MaxBytes {
+			break
+		}
+		size += s
+		n++
+	}
+	if n == 0 {
+		return &Batch{}
+	}
+	recs := slices.Clone(m.buf[:n])
+	clear(m.buf[:n]) // drop references held by the backing array
+	m.buf = m.buf[n:]
+	if len(m.buf) == 0 {
+		m.buf = nil
+	}
+	b := &Batch{Records: recs, m: m, gens: make(map[int32]uint64)}
+	for _, r := range recs {
+		b.gens[r.Partition] = m.gen[r.Partition]
+		if s, ok := m.served[r.Partition]; !ok || r.Offset > s {
+			m.served[r.Partition] = r.Offset
+		}
+	}
+	m.out, m.outSince = b, time.Now()
+	return b
+}
+
+// resolve finishes b: Delivered records become pending, Undelivered ones go
+// back to the front of the buffer. Records of partitions revoked since b was
+// taken are dropped either way (the new owner reads from the commit).
+func (m *member) resolve(b *Batch, delivered bool) {
+	m.mu.Lock()
+	if m.out == b {
+		m.out = nil
+	}
+	var requeue []*kgo.Record
+	if !m.closed {
+		for _, r := range b.Records {
+			if m.gen[r.Partition] != b.gens[r.Partition] {
+				continue
+			}
+			if !delivered {
+				requeue = append(requeue, r)
+				continue
+			}
+			if eo, ok := m.pending[r.Partition]; !ok || r.Offset+1 > eo.Offset {
+				m.pending[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+			}
+		}
+		if len(requeue) > 0 {
+			m.buf = append(requeue, m.buf...)
+		}
+	}
+	m.mu.Unlock()
+	if delivered {
+		m.mgr.met.delivered.Add(float64(len(b.Records)))
+	}
+	m.log.Debug("pollgroup: batch resolved", "records", len(b.Records), "delivered", delivered, "requeued", len(requeue))
+	m.op.unlock()
+	m.mgr.release(m)
+}
+
+// commitPending commits the pending offsets of owned partitions. The caller
+// holds op and the rebalance block.
+func (m *member) commitPending(ctx context.Context) error {
+	committed := m.cl.CommittedOffsets()[m.key.Topic]
+	m.mu.Lock()
+	offs := make(map[int32]kgo.EpochOffset, len(m.pending))
+	for p, eo := range m.pending {
+		if !m.owned[p] {
+			delete(m.pending, p)
+			continue
+		}
+		if c, ok := committed[p]; ok && eo.Offset <= c.Offset {
+			delete(m.pending, p) // never rewind
+			continue
+		}
+		offs[p] = eo
+	}
+	m.mu.Unlock()
+	if len(offs) == 0 {
+		return nil
+	}
+	if err := m.commit(ctx, "poll", offs); err != nil {
+		return fmt.Errorf("pollgroup: acknowledge previous batch of %s: %w", m.key, err)
+	}
+	return nil
+}
+
+// commitCursors serves Commit.
+func (m *member) commitCursors(ctx context.Context, cursors []cursor.Cursor) error {
+	if err := m.op.lock(ctx, true); err != nil {
+		return err
+	}
+	defer m.op.unlock()
+	if err := m.errIfClosed(); err != nil {
+		return err
+	}
+	m.holdRebalance()
+	defer m.cl.AllowRebalance()
+	committed := m.cl.CommittedOffsets()[m.key.Topic]
+	m.mu.Lock()
+	offs := make(map[int32]kgo.EpochOffset)
+	skipped := 0
+	for _, c := range cursors {
+		p, next := c.Partition, c.Offset+1
+		s, served := m.served[p]
+		switch {
+		case !m.owned[p], !served, c.Offset > s, c.Offset < 0:
+			skipped++ // not ours, or never handed out: committing it could skip records
+			continue
+		}
+		if cm, ok := committed[p]; ok && next <= cm.Offset {
+			continue // already committed; never rewind
+		}
+		if cur, ok := offs[p]; ok && cur.Offset >= next {
+			continue
+		}
+		eo := kgo.EpochOffset{Epoch: -1, Offset: next}
+		if pe, ok := m.pending[p]; ok && pe.Offset == next {
+			eo.Epoch = pe.Epoch
+		}
+		offs[p] = eo
+	}
+	m.mu.Unlock()
+	if skipped > 0 {
+		m.log.Debug("pollgroup: commit skipped cursors of partitions not owned or not delivered", "skipped", skipped)
+	}
+	if len(offs) == 0 {
+		return nil
+	}
+	if err := m.commit(ctx, "explicit", offs); err != nil {
+		return fmt.Errorf("pollgroup: commit for %s: %w", m.key, err)
+	}
+	return nil
+}
+
+// commit sends offs synchronously and, on success, drops the pending
+// offsets they cover. The caller holds op and the rebalance block.
+func (m *member) commit(ctx context.Context, kind string, offs map[int32]kgo.EpochOffset) error {
+	var rerr error
+	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.key.Topic: offs},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				rerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil && rerr == nil {
+						rerr = fmt.Errorf("partition %d: %w", p.Partition, err)
+					}
+				}
+			}
+		})
+	result := "ok"
+	if rerr != nil {
+		result = "error"
+	}
+	m.mgr.met.commits.WithLabelValues(kind, result).Inc()
+	if rerr != nil {
+		return rerr
+	}
+	m.mu.Lock()
+	for p, eo := range offs {
+		if pe, ok := m.pending[p]; ok && pe.Offset <= eo.Offset {
+			delete(m.pending, p)
+		}
+	}
+	m.mu.Unlock()
+	m.log.Debug("pollgroup: committed", "kind", kind, "offsets", offsetsAttr(offs))
+	return nil
+}
+
+func (m *member) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	ps := assigned[m.key.Topic]
+	if len(ps) == 0 {
+		return
+	}
+	m.mu.Lock()
+	for _, p := range ps {
+		m.owned[p] = true
+	}
+	m.mu.Unlock()
+	m.log.Debug("pollgroup: partitions assigned", "partitions", ps)
+}
+
+func (m *member) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	m.drop(revoked[m.key.Topic], "revoked")
+}
+
+func (m *member) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	m.drop(lost[m.key.Topic], "lost")
+}
+
+// drop forgets everything about partitions that left this member: buffered
+// records (the new owner fetches them from the committed offset) and pending
+// offsets (committing them now could rewind the new owner's commit, which
+// the classic protocol does not prevent).
+func (m *member) drop(ps []int32, why string) {
+	if len(ps) == 0 {
+		return
+	}
+	m.mu.Lock()
+	gone := make(map[int32]bool, len(ps))
+	for _, p := range ps {
+		gone[p] = true
+		delete(m.owned, p)
+		delete(m.pending, p)
+		delete(m.served, p)
+		m.gen[p]++
+	}
+	before := len(m.buf)
+	m.buf = slices.DeleteFunc(m.buf, func(r *kgo.Record) bool { return gone[r.Partition] })
+	dropped := before - len(m.buf)
+	m.mu.Unlock()
+	m.log.Debug("pollgroup: partitions "+why, "partitions", ps, "dropped_buffered", dropped)
+}
+
+// close makes the member leave its group. It interrupts a parked Poll, waits
+// (bounded by ctx) for the running call or outstanding batch to finish, and
+// closes the client without committing anything.
+func (m *member) close(ctx context.Context, reason error) {
+	m.mu.Lock()
+	if m.closeErr == nil {
+		m.closeErr = reason
+	}
+	m.mu.Unlock()
+	m.cancel()
+	lockErr := m.op.lock(ctx, true)
+	m.mu.Lock()
+	m.closed = true
+	m.buf = nil
+	clear(m.pending)
+	m.mu.Unlock()
+	m.cl.AllowRebalance()
+	if err := m.cl.LeaveGroupContext(ctx); err != nil {
+		m.log.Debug("pollgroup: leave group", "err", err)
+	}
+	m.cl.Close()
+	if lockErr == nil {
+		m.op.unlock()
+	}
+}
+
+func recordSize(r *kgo.Record) int { return len(r.Key) + len(r.Value) }
+
+// offsetsAttr renders offsets for a log line as partition→offset.
+func offsetsAttr(offs map[int32]kgo.EpochOffset) map[int32]int64 {
+	out := make(map[int32]int64, len(offs))
+	for p, eo := range offs {
+		out[p] = eo.Offset
+	}
+	return out
+}

@@ -1,0 +1,301 @@
+// Package gateway serves publishing and long-poll consumption:
+//
+//	POST /v1/topics/{topic}/messages   publish (single, batch or raw body)
+//	POST /v1/topics/{topic}/poll       long-poll a consumer group
+//	POST /v1/topics/{topic}/commit     acknowledge polled cursors
+//
+// A message is one Kafka record: the room is the record key, the payload
+// the value (bytes verbatim), and headers carry the content type and the
+// publisher's headers. A publish is answered only after Kafka acknowledged
+// every record with acks=all on the idempotent producer.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/cursor"
+	"github.com/msgmesh/msgmesh/platform/httpapi"
+)
+
+// HeaderContentType is the Kafka header holding a message's content type.
+const HeaderContentType = "content-type"
+
+// reservedHeaderPrefix is kept for MsgMesh's own headers.
+const reservedHeaderPrefix = "msgmesh-"
+
+// publishMessage is one message of a JSON publish body.
+type publishMessage struct {
+	Data    json.RawMessage   `json:"data"`
+	Room    *string           `json:"room,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+type publishBody struct {
+	publishMessage
+	Messages []publishMessage `json:"messages"`
+}
+
+func (g *Gateway) publish(c *gin.Context) {
+	p, ok := auth.Require(c, auth.OpPublish)
+	if !ok {
+		return
+	}
+	ctx := c.Request.Context()
+	start := time.Now()
+	topic, err := g.resolveTopic(ctx, p.Tenant, c.Param("topic"), true)
+	if err != nil {
+		g.fail(c, err)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, int64(g.cfg.Publish.MaxBatchBytes)+1))
+	if err != nil {
+		g.fail(c, httpapi.ReadErr(err))
+		return
+	}
+	if len(body) > g.cfg.Publish.MaxBatchBytes {
+		g.fail(c, httpapi.Errorf(httpapi.CodePayloadTooLarge, "request body is over the %d byte limit", g.cfg.Publish.MaxBatchBytes))
+		return
+	}
+	recs, batch, err := g.parsePublish(c, body)
+	if err != nil {
+		g.fail(c, err)
+		return
+	}
+	for _, r := range recs {
+		r.Topic = topic.KafkaTopic
+	}
+	cursors, err := g.produce(ctx, topic, recs)
+	if err != nil {
+		g.fail(c, err)
+		return
+	}
+	g.metrics.published.Add(float64(len(recs)))
+	g.metrics.publishSeconds.Observe(time.Since(start).Seconds())
+	if batch {
+		c.JSON(http.StatusOK, gin.H{"cursors": cursors})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"cursor": cursors[0]})
+}
+
+// parsePublish turns a request into records. JSON bodies carry
+// {"data","room"?,"headers"?} or {"messages": [...]}; any other content
+// type publishes the raw body with ?room=.
+func (g *Gateway) parsePublish(c *gin.Context, body []byte) (recs []*kgo.Record, batch bool, err error) {
+	ct := c.ContentType()
+	if isJSON(ct) {
+		if c.Query("room") != "" {
+			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "with a JSON body, give the room in the body (\"room\"), not in ?room=")
+		}
+		var pb publishBody
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&pb); err != nil {
+			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "invalid JSON body: %v (send {\"data\": ...} or {\"messages\": [...]}, or another Content-Type to publish raw bytes)", err)
+		}
+		if dec.More() {
+			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "invalid JSON body: trailing data after the object")
+		}
+		single := len(pb.Data) > 0
+		switch {
+		case single && pb.Messages != nil:
+			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "send either \"data\" or \"messages\", not both")
+		case !single && pb.Messages == nil:
+			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "missing \"data\" (one message) or \"messages\" (a batch)")
+		case single:
+			r, err := g.record(pb.publishMessage, -1)
+			if err != nil {
+				return nil, false, err
+			}
+			return []*kgo.Record{r}, false, nil
+		}
+		if pb.Room != nil || pb.Headers != nil {
+			return nil, true, httpapi.Errorf(httpapi.CodeInvalidRequest, "a batch takes \"room\" and \"headers\" per message, inside \"messages\"")
+		}
+		if len(pb.Messages) == 0 {
+			return nil, true, httpapi.Errorf(httpapi.CodeInvalidRequest, "\"messages\" is empty")
+		}
+		if len(pb.Messages) > g.cfg.Publish.MaxBatchMessages {
+			return nil, true, httpapi.Errorf(httpapi.CodePayloadTooLarge, "batch of %d messages is over the limit of %d", len(pb.Messages), g.cfg.Publish.MaxBatchMessages)
+		}
+		recs = make([]*kgo.Record, 0, len(pb.Messages))
+		for i, m := range pb.Messages {
+			if len(m.Data) == 0 {
+				return nil, true, httpapi.Errorf(httpapi.CodeInvalidRequest, "messages[%d]: missing \"data\"", i)
+			}
+			r, err := g.record(m, i)
+			if err != nil {
+				return nil, true, err
+			}
+			recs = append(recs, r)
+		}
+		return recs, true, nil
+	}
+	if len(body) > g.cfg.Publish.MaxMessageBytes {
+		return nil, false, httpapi.Errorf(httpapi.CodePayloadTooLarge, "message of %d bytes is over the %d byte limit", len(body), g.cfg.Publish.MaxMessageBytes)
+	}
+	r := &kgo.Record{Value: body}
+	if q, has := c.GetQuery("room"); has {
+		if err := g.checkRoom(q, -1); err != nil {
+			return nil, false, err
+		}
+		r.Key = []byte(q)
+	}
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	r.Headers = []kgo.RecordHeader{{Key: HeaderContentType, Value: []byte(c.GetHeader("Content-Type"))}}
+	if c.GetHeader("Content-Type") == "" {
+		r.Headers[0].Value = []byte(ct)
+	}
+	return []*kgo.Record{r}, false, nil
+}
+
+func isJSON(ct string) bool {
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		mt = ct
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+func where(i int) string {
+	if i < 0 {
+		return ""
+	}
+	return fmt.Sprintf("messages[%d]: ", i)
+}
+
+func (g *Gateway) checkRoom(room string, i int) error {
+	if room == "" {
+		return httpapi.Errorf(httpapi.CodeInvalidRequest, "%sroom is empty (omit it to publish without a room)", where(i))
+	}
+	if len(room) > g.cfg.Publish.MaxRoomLength {
+		return httpapi.Errorf(httpapi.CodeInvalidRequest, "%sroom is %d bytes, over the limit of %d", where(i), len(room), g.cfg.Publish.MaxRoomLength)
+	}
+	return nil
+}
+
+// record makes the Kafka record of one JSON message; i is its index in a
+// batch (-1 for a single message).
+func (g *Gateway) record(m publishMessage, i int) (*kgo.Record, error) {
+	if len(m.Data) > g.cfg.Publish.MaxMessageBytes {
+		return nil, httpapi.Errorf(httpapi.CodePayloadTooLarge, "%smessage of %d bytes is over the %d byte limit", where(i), len(m.Data), g.cfg.Publish.MaxMessageBytes)
+	}
+	r := &kgo.Record{Value: []byte(m.Data)}
+	if m.Room != nil {
+		if err := g.checkRoom(*m.Room, i); err != nil {
+			return nil, err
+		}
+		r.Key = []byte(*m.Room)
+	}
+	if len(m.Headers) > g.cfg.Publish.MaxHeaders {
+		return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%s%d headers, over the limit of %d", where(i), len(m.Headers), g.cfg.Publish.MaxHeaders)
+	}
+	r.Headers = make([]kgo.RecordHeader, 0, len(m.Headers)+1)
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderContentType, Value: []byte("application/json")})
+	names := make([]string, 0, len(m.Headers))
+	for k := range m.Headers {
+		lk := strings.ToLower(k)
+		if k == "" || len(k) > 256 || lk == HeaderContentType || strings.HasPrefix(lk, reservedHeaderPrefix) {
+			return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%sheader name %q is empty, too long or reserved (content-type, msgmesh-*)", where(i), k)
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])})
+	}
+	return r, nil
+}
+
+// produce sends recs and waits until Kafka acknowledged all of them,
+// returning their cursors in request order. Concurrent requests share the
+// producer's batches. Any failure is 503: the client must retry (some
+// records may have been written: at-least-once).
+func (g *Gateway) produce(ctx context.Context, topic controlstate.Topic, recs []*kgo.Record) ([]string, error) {
+	err := g.produceOnce(ctx, recs)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		// The control log has the topic but Kafka lost or never made it
+		// (a failed create): make it and try once more.
+		if e := g.topics.EnsureKafkaTopic(ctx, topic); e != nil {
+			return nil, e
+		}
+		err = g.produceOnce(ctx, recs)
+	}
+	if err != nil {
+		if errors.Is(err, kerr.MessageTooLarge) {
+			return nil, httpapi.Wrap(httpapi.CodePayloadTooLarge, err, "Kafka refused the message as too large")
+		}
+		return nil, httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "Kafka did not acknowledge the publish; nothing is confirmed, retry")
+	}
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = cursor.Cursor{Partition: r.Partition, Offset: r.Offset}.String()
+	}
+	return out, nil
+}
+
+func (g *Gateway) produceOnce(ctx context.Context, recs []*kgo.Record) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	wg.Add(len(recs))
+	for _, r := range recs {
+		g.producer.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// resolveTopic finds a tenant's topic. When it does not exist: 404 with
+// the strict topic gate on (or when create is false), else it is created.
+func (g *Gateway) resolveTopic(ctx context.Context, tenant, name string, create bool) (controlstate.Topic, error) {
+	st := g.state
+	if t, ok := st.Topic(tenant, name); ok {
+		return t, nil
+	}
+	tn, _ := st.Tenant(tenant)
+	if !create || tn.StrictTopics {
+		return controlstate.Topic{}, httpapi.Errorf(httpapi.CodeTopicNotFound, "topic %q not found", name)
+	}
+	t, err := g.topics.CreateTopic(ctx, tenant, name, 0)
+	var he *httpapi.Error
+	if errors.As(err, &he) && he.Code == httpapi.CodeConflict {
+		if t, ok := st.Topic(tenant, name); ok {
+			return t, nil
+		}
+	}
+	return t, err
+}

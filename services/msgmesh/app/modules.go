@@ -1,0 +1,383 @@
+// Package app assembles msgmesh's modules (Loki-style targets with a
+// dependency graph) and runs them under one lifecycle. The msgmesh binary
+// and the integration tests both boot it, in-process, the same way.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/config"
+	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/embedkafka"
+	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/services/controlplane"
+	"github.com/msgmesh/msgmesh/services/gateway"
+)
+
+// Targets and internal modules. A target is what --target names; each
+// module declares its dependencies and all run under one lifecycle: the
+// first to fail stops the rest.
+const (
+	All          = "all"
+	ControlPlane = "controlplane"
+	Gateway      = "gateway"
+
+	modKafka      = "kafka"
+	modControlLog = "controllog"
+	modServer     = "server"
+)
+
+// deps is the dependency graph; a target's modules start after theirs.
+var deps = map[string][]string{
+	All:           {ControlPlane, Gateway},
+	ControlPlane:  {modKafka, modControlLog, modServer},
+	Gateway:       {modKafka, modControlLog, modServer},
+	modControlLog: {modKafka},
+	modServer:     {modControlLog},
+	modKafka:      nil,
+}
+
+// Targets lists what --target accepts, with what each serves.
+var Targets = map[string]string{
+	All:          "every API on one listener (default)",
+	ControlPlane: "tenants, keys and topics (/v1/tenants, /v1/keys, /v1/topics)",
+	Gateway:      "publish, poll and commit (/v1/topics/{topic}/messages|poll|commit)",
+}
+
+// service is a running module: Run blocks until ctx ends or it fails;
+// Stop releases it (called in reverse start order).
+type service struct {
+	name string
+	run  func(ctx context.Context) error
+	stop func(ctx context.Context)
+}
+
+// App is one msgmesh process.
+type App struct {
+	cfg     config.Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	targets []string
+
+	broker     *embedkafka.Broker
+	clientOpts []kgo.Opt
+	admClient  *kgo.Client
+	adm        *kadm.Client
+	clog       *controlstate.Log
+	engine     *gin.Engine
+	api        *gin.RouterGroup
+	server     *http.Server
+	listener   net.Listener
+	cp         *controlplane.Service
+	gw         *gateway.Gateway
+
+	services []service
+	// Addr is the HTTP listener's address once started.
+	Addr string
+	// BootstrapKey is the admin key generated on a first embedded start
+	// (printed once), or "".
+	BootstrapKey string
+}
+
+// Resolve returns the modules targets need, dependencies first.
+func Resolve(targets []string) ([]string, error) {
+	var order []string
+	seen := map[string]int{} // 1 visiting, 2 done
+	var visit func(string) error
+	visit = func(m string) error {
+		d, ok := deps[m]
+		if !ok {
+			return fmt.Errorf("unknown target %q (see --list-targets)", m)
+		}
+		switch seen[m] {
+		case 1:
+			return fmt.Errorf("dependency cycle at %q", m)
+		case 2:
+			return nil
+		}
+		seen[m] = 1
+		for _, x := range d {
+			if err := visit(x); err != nil {
+				return err
+			}
+		}
+		seen[m] = 2
+		order = append(order, m)
+		return nil
+	}
+	for _, t := range targets {
+		if err := visit(t); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+// New builds every module the targets need (starting the embedded
+// broker and catching up with the control log). Call Run, then it stops
+// on ctx cancellation.
+func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Logger) (*App, error) {
+	mods, err := Resolve(targets)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry(), targets: targets}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	inits := map[string]func(context.Context) error{
+		modKafka: a.initKafka, modControlLog: a.initControlLog, modServer: a.initServer,
+		ControlPlane: a.initControlPlane, Gateway: a.initGateway, All: func(context.Context) error { return nil },
+	}
+	for _, m := range mods {
+		if err := inits[m](ctx); err != nil {
+			a.stopAll(context.Background())
+			return nil, fmt.Errorf("%s: %w", m, err)
+		}
+	}
+	return a, nil
+}
+
+func (a *App) add(s service) { a.services = append(a.services, s) }
+
+func (a *App) initKafka(ctx context.Context) error {
+	brokers := a.cfg.Kafka.Brokers
+	if a.cfg.Embedded() {
+		b, err := embedkafka.Start(embedkafka.Config{Addr: a.cfg.Kafka.EmbeddedAddr, DataDir: a.cfg.DataDir, Logger: a.log})
+		if err != nil {
+			return err
+		}
+		a.broker = b
+		brokers = b.Addrs()
+		a.add(service{name: "embedded broker", stop: func(context.Context) { b.Close() }})
+	}
+	a.clientOpts = []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(a.cfg.Kafka.ClientID),
+		kgo.RequestTimeoutOverhead(a.cfg.Kafka.RequestTimeout)}
+	cl, err := kgo.NewClient(a.clientOpts...)
+	if err != nil {
+		return err
+	}
+	a.admClient, a.adm = cl, kadm.NewClient(cl)
+	a.adm.SetTimeoutMillis(int32(a.cfg.Kafka.RequestTimeout.Milliseconds()))
+	a.add(service{name: "kafka admin", stop: func(context.Context) { cl.Close() }})
+	return nil
+}
+
+func (a *App) initControlLog(ctx context.Context) error {
+	octx, cancel := context.WithTimeout(ctx, 2*a.cfg.Kafka.RequestTimeout)
+	defer cancel()
+	l, err := controlstate.Open(octx, controlstate.Config{
+		Topic:             names.Mapper{Prefix: a.cfg.Kafka.TopicPrefix}.ControlTopic(),
+		ClientOpts:        a.clientOpts,
+		ReplicationFactor: int16(a.cfg.Kafka.ReplicationFactor),
+		Logger:            a.log.With("component", "controllog"),
+		Registerer:        a.reg,
+	})
+	if err != nil {
+		return err
+	}
+	a.clog = l
+	a.add(service{name: "control log", run: l.Run, stop: func(context.Context) { l.Close() }})
+	return nil
+}
+
+func (a *App) initServer(ctx context.Context) error {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	e.Use(httpapi.RequestID(), httpapi.Recover(a.log), httpapi.AccessLog(a.log), httpapi.LimitBody(a.cfg.HTTP.MaxBodyBytes))
+	e.NoRoute(httpapi.NoRoute)
+	e.NoMethod(httpapi.NoMethod)
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", a.readyz)
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
+	authn := &auth.Authenticator{State: a.clog.State(), OperatorKey: a.cfg.OperatorKey}
+	a.api = e.Group("/", a.requireReady, authn.Middleware())
+	a.engine = e
+	ln, err := net.Listen("tcp", a.cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", a.cfg.HTTP.Addr, err)
+	}
+	a.listener, a.Addr = ln, ln.Addr().String()
+	a.server = &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: a.cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       a.cfg.HTTP.ReadTimeout,
+		IdleTimeout:       a.cfg.HTTP.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	a.add(service{
+		name: "http server",
+		run: func(ctx context.Context) error {
+			err := a.server.Serve(ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return err
+		},
+		stop: func(ctx context.Context) {
+			sctx, cancel := context.WithTimeout(ctx, a.cfg.HTTP.ShutdownTimeout)
+			defer cancel()
+			if err := a.server.Shutdown(sctx); err != nil {
+				a.log.Warn("http shutdown", "err", err)
+			}
+		},
+	})
+	return nil
+}
+
+func (a *App) readyz(c *gin.Context) {
+	if a.clog == nil || !a.clog.Ready() {
+		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeNotReady, "catching up with the control log"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
+	defer cancel()
+	if err := a.clog.Ping(ctx); err != nil {
+		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "Kafka is not reachable"))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+func (a *App) requireReady(c *gin.Context) {
+	if !a.clog.Ready() {
+		httpapi.Abort(c, nil, &httpapi.Error{Code: httpapi.CodeNotReady, Message: "catching up with the control log; retry shortly", RetryAfter: 1})
+		return
+	}
+	c.Next()
+}
+
+func (a *App) controlPlane() *controlplane.Service {
+	if a.cp == nil {
+		a.cp = controlplane.New(a.cfg, a.clog, a.adm, a.log.With("component", "controlplane"))
+	}
+	return a.cp
+}
+
+func (a *App) initControlPlane(ctx context.Context) error {
+	cp := a.controlPlane()
+	cp.Routes(a.api)
+	a.add(service{name: "controlplane bootstrap", run: func(ctx context.Context) error {
+		if err := a.clog.WaitReady(ctx); err != nil {
+			return nil
+		}
+		bctx, cancel := context.WithTimeout(ctx, 3*a.cfg.Kafka.RequestTimeout)
+		defer cancel()
+		key, err := cp.Bootstrap(bctx, a.cfg.BootstrapAdminKey, a.cfg.Embedded())
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+		if key != "" {
+			a.BootstrapKey = key
+			fmt.Fprintf(os.Stdout, "\n  MsgMesh created tenant %q with this admin key. It is shown once; store it now:\n\n    %s\n\n", controlplane.DefaultTenant, key)
+		}
+		<-ctx.Done()
+		return nil
+	}})
+	return nil
+}
+
+func (a *App) initGateway(ctx context.Context) error {
+	g, err := gateway.New(a.cfg, a.clog.State(), a.controlPlane(), a.clientOpts, a.log.With("component", "gateway"), a.reg)
+	if err != nil {
+		return err
+	}
+	a.clog.OnApply(g.OnControlEvent)
+	g.Routes(a.api)
+	a.gw = g
+	a.add(service{name: "gateway", run: g.Run, stop: g.Close})
+	return nil
+}
+
+// Run runs every module until ctx ends or one fails, then stops all in
+// reverse order: the HTTP server stops accepting and finishes in-flight
+// requests first, publishes are flushed, poll consumers leave their
+// groups committing only acknowledged offsets, then Kafka clients close.
+func (a *App) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(a.services))
+	var wg sync.WaitGroup
+	for _, s := range a.services {
+		if s.run == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.run(ctx); err != nil {
+				errc <- fmt.Errorf("%s: %w", s.name, err)
+				cancel()
+			}
+		}()
+	}
+	a.log.Info("msgmesh serving", "targets", strings.Join(a.targets, ","), "http", a.Addr, "embedded_kafka", a.cfg.Embedded())
+	<-ctx.Done()
+	a.log.Info("msgmesh stopping")
+	a.stopAll(context.Background())
+	wg.Wait()
+	close(errc)
+	var errs []error
+	for err := range errc {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// stopAll stops the HTTP server first (no new requests; in-flight ones
+// finish), then the rest in reverse start order.
+func (a *App) stopAll(ctx context.Context) {
+	order := make([]service, 0, len(a.services))
+	for _, s := range a.services {
+		if s.name == "http server" {
+			order = append([]service{s}, order...)
+		}
+	}
+	for i := len(a.services) - 1; i >= 0; i-- {
+		if a.services[i].name != "http server" {
+			order = append(order, a.services[i])
+		}
+	}
+	for _, s := range order {
+		if s.stop != nil {
+			s.stop(ctx)
+		}
+	}
+	a.services = nil
+}
+
+// TargetList describes the targets for --list-targets.
+func TargetList() string {
+	names := make([]string, 0, len(Targets))
+	for t := range Targets {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, t := range names {
+		fmt.Fprintf(&b, "%-13s %s (needs: %s)\n", t, Targets[t], strings.Join(deps[t], ", "))
+	}
+	return b.String()
+}
