@@ -23,12 +23,12 @@ type Config struct {
 	HTTP HTTP `mapstructure:"http"`
 	// DataDir holds the embedded broker's data (messages, offsets, control
 	// state). Unused with an external Kafka. Key data_dir, default "./data".
-	DataDir string `mapstructure:"data_dir"`
-	Log     Log    `mapstructure:"log"`
-	Kafka   Kafka  `mapstructure:"kafka"`
-	Topics  Topics `mapstructure:"topics"`
+	DataDir string  `mapstructure:"data_dir"`
+	Log     Log     `mapstructure:"log"`
+	Kafka   Kafka   `mapstructure:"kafka"`
+	Topics  Topics  `mapstructure:"topics"`
 	Publish Publish `mapstructure:"publish"`
-	Poll    Poll   `mapstructure:"poll"`
+	Poll    Poll    `mapstructure:"poll"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.

@@ -120,7 +120,9 @@ func ReadErr(err error) *Error {
 }
 
 // NoRoute and NoMethod answer unknown routes with catalog errors.
-func NoRoute(c *gin.Context) { Abort(c, nil, Errorf(CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)) }
+func NoRoute(c *gin.Context) {
+	Abort(c, nil, Errorf(CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path))
+}
 
 // NoMethod answers a known path with a wrong method.
 func NoMethod(c *gin.Context) {
