@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -91,6 +92,8 @@ type App struct {
 	gw         *gateway.Gateway
 
 	services []service
+	// pending holds readiness back until set false (bootstrap done).
+	pending atomic.Bool
 	// Addr is the HTTP listener's address once started.
 	Addr string
 	// BootstrapKey is the admin key generated on a first embedded start
@@ -245,7 +248,7 @@ func (a *App) initServer(ctx context.Context) error {
 }
 
 func (a *App) readyz(c *gin.Context) {
-	if a.clog == nil || !a.clog.Ready() {
+	if !a.ready() {
 		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeNotReady, "catching up with the control log"))
 		return
 	}
@@ -258,8 +261,11 @@ func (a *App) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
+// ready: the control log has caught up and bootstrap is done.
+func (a *App) ready() bool { return a.clog != nil && a.clog.Ready() && !a.pending.Load() }
+
 func (a *App) requireReady(c *gin.Context) {
-	if !a.clog.Ready() {
+	if !a.ready() {
 		httpapi.Abort(c, nil, &httpapi.Error{Code: httpapi.CodeNotReady, Message: "catching up with the control log; retry shortly", RetryAfter: 1})
 		return
 	}
@@ -276,6 +282,7 @@ func (a *App) controlPlane() *controlplane.Service {
 func (a *App) initControlPlane(ctx context.Context) error {
 	cp := a.controlPlane()
 	cp.Routes(a.api)
+	a.pending.Store(true)
 	a.add(service{name: "controlplane bootstrap", run: func(ctx context.Context) error {
 		if err := a.clog.WaitReady(ctx); err != nil {
 			return nil
@@ -293,6 +300,7 @@ func (a *App) initControlPlane(ctx context.Context) error {
 			a.BootstrapKey = key
 			fmt.Fprintf(os.Stdout, "\n  MsgMesh created tenant %q with this admin key. It is shown once; store it now:\n\n    %s\n\n", controlplane.DefaultTenant, key)
 		}
+		a.pending.Store(false)
 		<-ctx.Done()
 		return nil
 	}})
