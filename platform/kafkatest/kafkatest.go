@@ -4,9 +4,11 @@
 //
 //  1. MSGMESH_TEST_KAFKA_BROKERS (comma-separated host:port), e.g. the
 //     single-node Apache Kafka that scripts/kafka.sh starts;
-//  2. otherwise franz-go's in-process kfake cluster, one per call.
+//  2. otherwise, where a Docker engine answers, one Kafka container per
+//     test binary from the testcontainers-go Kafka module;
+//  3. otherwise franz-go's in-process kfake cluster, one per call.
 //
-// With MSGMESH_TEST_REQUIRE_REAL_KAFKA=1 (CI sets it) step 2 is refused and
+// With MSGMESH_TEST_REQUIRE_REAL_KAFKA=1 (CI sets it) step 3 is refused and
 // the test fails: CI must never pass silently on the embedded broker.
 // Which broker ran is printed once per test binary ("kafkatest: broker=...").
 package kafkatest
@@ -28,8 +30,9 @@ type Kind string
 
 // The broker kinds.
 const (
-	KindReal     Kind = "real"     // MSGMESH_TEST_KAFKA_BROKERS
-	KindEmbedded Kind = "embedded" // in-process kfake
+	KindReal     Kind = "real"           // MSGMESH_TEST_KAFKA_BROKERS
+	KindDocker   Kind = "testcontainers" // a Kafka container
+	KindEmbedded Kind = "embedded"       // in-process kfake
 )
 
 var announce sync.Once
@@ -43,8 +46,16 @@ func Brokers(t testing.TB) ([]string, Kind) {
 		say(KindReal, env)
 		return strings.Split(env, ","), KindReal
 	}
+	if dockerUp() {
+		brokers, err := dockerKafka()
+		if err != nil {
+			t.Fatalf("kafkatest: Docker answers but the Kafka container did not start: %v", err)
+		}
+		say(KindDocker, strings.Join(brokers, ","))
+		return brokers, KindDocker
+	}
 	if os.Getenv("MSGMESH_TEST_REQUIRE_REAL_KAFKA") == "1" {
-		t.Fatal("kafkatest: MSGMESH_TEST_REQUIRE_REAL_KAFKA=1 but MSGMESH_TEST_KAFKA_BROKERS is empty; start one with scripts/kafka.sh start")
+		t.Fatal("kafkatest: MSGMESH_TEST_REQUIRE_REAL_KAFKA=1 but no real broker: MSGMESH_TEST_KAFKA_BROKERS is empty and no Docker engine answers; start one with scripts/kafka.sh start")
 	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -54,9 +65,6 @@ func Brokers(t testing.TB) ([]string, Kind) {
 	say(KindEmbedded, strings.Join(c.ListenAddrs(), ","))
 	return c.ListenAddrs(), KindEmbedded
 }
-
-// IsReal reports whether tests in this binary run against a real broker.
-func IsReal() bool { return strings.TrimSpace(os.Getenv("MSGMESH_TEST_KAFKA_BROKERS")) != "" }
 
 func say(k Kind, addrs string) {
 	announce.Do(func() { fmt.Fprintf(os.Stderr, "kafkatest: broker=%s addrs=%s\n", k, addrs) })
