@@ -61,7 +61,7 @@ func New(cfg config.Config, state *controlstate.State, topics Topics, clientOpts
 		IdleTimeout:    cfg.Poll.ConsumerIdleTimeout,
 		SessionTimeout: cfg.Poll.SessionTimeout,
 		MaxMembers:     cfg.Poll.MaxConsumers,
-		Logger:         log.With("component", "pollgroup"),
+		Logger:         log,
 		Registerer:     reg,
 	})
 	if err != nil {
