@@ -60,3 +60,43 @@ func TestPersistsAcrossRestart(t *testing.T) {
 		t.Fatalf("committed offset after restart = %+v %v, want 1", o, ok)
 	}
 }
+
+// retention.ms is enforced on the broker's own timer: records older than
+// it are deleted without anyone asking.
+func TestRetentionApplied(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := Start(Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), RetentionCheck: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("short"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ms := "50"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": &ms}, "short"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("old")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		starts, err := adm.ListStartOffsets(ctx, "short")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := starts.Lookup("short", 0)
+		if o.Offset == 1 {
+			return // the record aged out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log start offset still %d after 10s; retention.ms=50 was not enforced", o.Offset)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
