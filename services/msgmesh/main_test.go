@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func flags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.String("http.addr", "127.0.0.1:8080", "")
+	fs.String("data_dir", "./data", "")
+	fs.StringSlice("kafka.brokers", nil, "")
+	fs.String("kafka.embedded_addr", "127.0.0.1:9092", "")
+	fs.String("log.level", "info", "")
+	fs.String("log.format", "text", "")
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// Flags beat MSGMESH_* variables, which beat the file, which beats defaults.
+func TestLoadPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "msgmesh.yaml")
+	if err := os.WriteFile(file, []byte("http:\n  addr: 127.0.0.1:1111\nlog:\n  level: warn\npoll:\n  max_wait: 7s\ndata_dir: /from/file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MSGMESH_HTTP_ADDR", "127.0.0.1:2222")
+	t.Setenv("MSGMESH_LOG_LEVEL", "error")
+	t.Setenv("MSGMESH_KAFKA_BROKERS", "a:1,b:2")
+	t.Setenv("MSGMESH_POLL_CONSUMER_IDLE_TIMEOUT", "3s")
+	cfg, err := load(flags(t, "--http.addr=127.0.0.1:3333"), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP.Addr != "127.0.0.1:3333" {
+		t.Errorf("http.addr = %s, want the flag's", cfg.HTTP.Addr)
+	}
+	if cfg.Log.Level != "error" {
+		t.Errorf("log.level = %s, want the env's", cfg.Log.Level)
+	}
+	if cfg.Poll.MaxWait != 7*time.Second || cfg.DataDir != "/from/file" {
+		t.Errorf("file values lost: max_wait %v data_dir %s", cfg.Poll.MaxWait, cfg.DataDir)
+	}
+	if cfg.Poll.ConsumerIdleTimeout != 3*time.Second {
+		t.Errorf("poll.consumer_idle_timeout = %v, want 3s from env", cfg.Poll.ConsumerIdleTimeout)
+	}
+	if strings.Join(cfg.Kafka.Brokers, ",") != "a:1,b:2" || cfg.Embedded() {
+		t.Errorf("kafka.brokers = %v", cfg.Kafka.Brokers)
+	}
+	if cfg.Topics.DefaultPartitions != 3 {
+		t.Errorf("default lost: topics.default_partitions = %d", cfg.Topics.DefaultPartitions)
+	}
+}
+
+func TestEmptyBrokersMeansEmbedded(t *testing.T) {
+	t.Setenv("MSGMESH_KAFKA_BROKERS", "")
+	cfg, err := load(flags(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Embedded() {
+		t.Fatalf("brokers %v, want embedded", cfg.Kafka.Brokers)
+	}
+}
+
+func TestVerifyConfigReportsEveryError(t *testing.T) {
+	t.Setenv("MSGMESH_HTTP_ADDR", "nope")
+	t.Setenv("MSGMESH_LOG_LEVEL", "loud")
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--verify-config"}, &out, &errb); code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	for _, k := range []string{"http.addr", "log.level"} {
+		if !strings.Contains(errb.String(), k) {
+			t.Errorf("stderr does not name %s:\n%s", k, errb.String())
+		}
+	}
+}
+
+func TestVerifyConfigMasksSecrets(t *testing.T) {
+	key := "mm_" + strings.Repeat("A", 43)
+	t.Setenv("MSGMESH_BOOTSTRAP_ADMIN_KEY", key)
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--verify-config"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String(), key) || !strings.Contains(out.String(), "bootstrap_admin_key = (set)") {
+		t.Fatalf("secret not masked:\n%s", out.String())
+	}
+}
+
+func TestUnknownTargetAndVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--target=nope", "--verify-config=false"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown target") {
+		t.Fatalf("exit %d stderr %q", code, errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "msgmesh ") {
+		t.Fatalf("version: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"serve", "--list-targets"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "gateway") {
+		t.Fatalf("list-targets: %d %q", code, out.String())
+	}
+}
