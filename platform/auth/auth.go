@@ -1,19 +1,18 @@
-// Package auth authenticates API keys and decides what a credential may do.
+// Package auth authenticates credentials and decides what they may do.
 //
-// A key is "mm_" + 43 characters of unpadded base64url (256 random bits).
-// Only its SHA-256 (hex) is stored, in the control log; a presented key is
-// hashed and looked up, and the stored hash is compared in constant time.
+// Two kinds of credential reach the API as "Authorization: Bearer <x>"
+// (and, for SSE, "?token=<x>"):
+//
+//   - API keys: "mm_" + 43 characters of unpadded base64url (256 random
+//     bits). Only the key's SHA-256 (hex) is stored, in the control log; a
+//     presented key is hashed and looked up, and the stored hash compared
+//     in constant time. A key has a role (admin, producer, consumer) or an
+//     explicit capability set (platform/capability).
+//   - Tokens: short-lived JWTs (EdDSA, RFC 8037) minted by POST /v1/tokens,
+//     carrying a subset of their parent key's capabilities. Revoking the
+//     parent kills its tokens.
+//
 // The operator key comes from configuration and may manage tenants only.
-//
-// Roles (spec section 4) and what each may do inside its tenant:
-//
-//	operation        admin  producer  consumer
-//	topics.read        ✓       ✓         ✓     GET /v1/topics, GET /v1/topics/{topic}
-//	topics.manage      ✓                       POST /v1/topics, DELETE /v1/topics/{topic}
-//	publish            ✓       ✓               POST /v1/topics/{topic}/messages
-//	poll               ✓                 ✓     POST /v1/topics/{topic}/poll and /commit
-//	keys.manage        ✓                       POST/GET /v1/keys, DELETE /v1/keys/{id}
-//	tenant.settings    ✓                       PATCH /v1/tenant
 package auth
 
 import (
@@ -24,56 +23,39 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/msgmesh/msgmesh/platform/capability"
 )
 
 // KeyPrefix starts every MsgMesh API key, so leaked keys are recognisable
 // by secret scanners.
 const KeyPrefix = "mm_"
 
-// Roles.
-const (
-	RoleAdmin    = "admin"
-	RoleProducer = "producer"
-	RoleConsumer = "consumer"
-)
-
-// Op is an operation a credential may be allowed.
-type Op string
-
-// Operations.
-const (
-	OpTopicsRead     Op = "topics.read"
-	OpTopicsManage   Op = "topics.manage"
-	OpPublish        Op = "publish"
-	OpPoll           Op = "poll"
-	OpKeysManage     Op = "keys.manage"
-	OpTenantSettings Op = "tenant.settings"
-)
-
-var roleOps = map[string]map[Op]bool{
-	RoleAdmin:    {OpTopicsRead: true, OpTopicsManage: true, OpPublish: true, OpPoll: true, OpKeysManage: true, OpTenantSettings: true},
-	RoleProducer: {OpTopicsRead: true, OpPublish: true},
-	RoleConsumer: {OpTopicsRead: true, OpPoll: true},
-}
-
-// ValidRole reports whether r is a known role.
-func ValidRole(r string) bool { _, ok := roleOps[r]; return ok }
-
 // Principal is the authenticated caller.
 type Principal struct {
 	// Operator is true for the operator key; Tenant is then empty.
 	Operator bool
 	Tenant   string
-	KeyID    string
-	Role     string
+	// KeyID is the key used, or for a token its parent key.
+	KeyID string
+	// Role is the key's role ("" for capability keys and tokens).
+	Role string
+	// Caps is what the credential may do.
+	Caps []capability.Capability
+	// TokenID is the token's jti when the caller used a token.
+	TokenID string
+	// ExpiresAt is a token's expiry (zero for keys).
+	ExpiresAt time.Time
 }
 
-// Allows reports whether p may perform op in its tenant.
-func (p Principal) Allows(op Op) bool {
+// Can reports whether p may do op on topic ("" = tenant-wide) in room
+// ("" = every room).
+func (p Principal) Can(op capability.Op, topic, room string) bool {
 	if p.Operator {
 		return false
 	}
-	return roleOps[p.Role][op]
+	return capability.Allows(p.Caps, op, topic, room)
 }
 
 // NewKey returns a fresh key and its stored form: SHA-256 hex and a short

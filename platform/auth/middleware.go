@@ -1,58 +1,100 @@
 package auth
 
 import (
+	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 )
 
 const ctxPrincipal = "msgmesh.principal"
 
-// Authenticator turns a bearer credential into a Principal.
+// Authenticator turns a credential into a Principal.
 type Authenticator struct {
-	// State is the control projection holding key hashes.
+	// State is the control projection holding key hashes, signing keys and
+	// tenants.
 	State *controlstate.State
 	// OperatorKey, if set, authenticates as the operator.
 	OperatorKey string
+	// Now is the clock for token expiry; nil means time.Now.
+	Now func() time.Time
 }
 
-// Authenticate checks "Authorization: Bearer <key>". Missing → 401
-// unauthenticated; unknown → 401 invalid_credential; revoked → 401
-// credential_revoked.
-func (a *Authenticator) Authenticate(header string) (Principal, error) {
-	cred, ok := strings.CutPrefix(header, "Bearer ")
+func (a *Authenticator) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Authenticate checks a bearer credential (a key or a token). Missing →
+// 401 unauthenticated; unknown key or bad token → 401 invalid_credential /
+// invalid_token; expired token → 401 token_expired; revoked key or parent
+// → 401 credential_revoked; suspended tenant → 403 tenant_suspended.
+func (a *Authenticator) Authenticate(cred string) (Principal, error) {
 	cred = strings.TrimSpace(cred)
-	if !ok || cred == "" {
-		return Principal{}, httpapi.Errorf(httpapi.CodeUnauthenticated, "missing credential: send Authorization: Bearer <key>")
+	if cred == "" {
+		return Principal{}, httpapi.Errorf(httpapi.CodeUnauthenticated, "missing credential: send Authorization: Bearer <key or token>")
 	}
 	if a.OperatorKey != "" && EqualSecret(cred, a.OperatorKey) {
 		return Principal{Operator: true}, nil
 	}
-	if !LooksLikeKey(cred) {
+	var p Principal
+	switch {
+	case LooksLikeKey(cred):
+		h := HashKey(cred)
+		k, found := a.State.KeyByHash(h)
+		if !found || !EqualHash(k.Hash, h) {
+			return Principal{}, httpapi.Errorf(httpapi.CodeInvalidCredential, "invalid credential")
+		}
+		if k.RevokedAt != nil {
+			return Principal{}, httpapi.Errorf(httpapi.CodeCredentialRevoked, "the key was revoked")
+		}
+		p = Principal{Tenant: k.Tenant, KeyID: k.ID, Role: k.Role, Caps: k.Capabilities}
+		if k.Role != "" {
+			p.Caps = capability.ForRole(k.Role)
+		}
+	case strings.Count(cred, ".") == 2:
+		var err error
+		p, err = VerifyToken(a.State, a.now(), cred)
+		switch {
+		case errors.Is(err, ErrTokenExpired):
+			return Principal{}, httpapi.Errorf(httpapi.CodeTokenExpired, "the token expired; fetch a new one")
+		case errors.Is(err, ErrParentRevoked):
+			return Principal{}, httpapi.Errorf(httpapi.CodeCredentialRevoked, "the key that minted this token was revoked")
+		case err != nil:
+			return Principal{}, httpapi.Errorf(httpapi.CodeInvalidToken, "invalid token")
+		}
+	default:
 		return Principal{}, httpapi.Errorf(httpapi.CodeInvalidCredential, "invalid credential")
 	}
-	h := HashKey(cred)
-	k, found := a.State.KeyByHash(h)
-	if !found || !EqualHash(k.Hash, h) {
+	t, ok := a.State.Tenant(p.Tenant)
+	if !ok {
 		return Principal{}, httpapi.Errorf(httpapi.CodeInvalidCredential, "invalid credential")
 	}
-	if k.RevokedAt != nil {
-		return Principal{}, httpapi.Errorf(httpapi.CodeCredentialRevoked, "the key was revoked")
+	if t.Suspended {
+		return Principal{}, httpapi.Errorf(httpapi.CodeTenantSuspended, "the tenant is suspended for billing; topping up lifts the suspension")
 	}
-	if _, ok := a.State.Tenant(k.Tenant); !ok {
-		return Principal{}, httpapi.Errorf(httpapi.CodeInvalidCredential, "invalid credential")
-	}
-	return Principal{Tenant: k.Tenant, KeyID: k.ID, Role: k.Role}, nil
+	return p, nil
 }
 
-// Middleware authenticates every request of the group and stores the
-// Principal for handlers (PrincipalOf).
-func (a *Authenticator) Middleware() gin.HandlerFunc {
+// Middleware authenticates every request of the group from
+// "Authorization: Bearer" (or, when allowQueryToken reports true for the
+// request, from ?token=, for EventSource which cannot set headers) and
+// stores the Principal for handlers (PrincipalOf).
+func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		p, err := a.Authenticate(c.GetHeader("Authorization"))
+		cred, hasBearer := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		if !hasBearer && allowQueryToken != nil && allowQueryToken(c) {
+			cred = c.Query("token")
+		}
+		p, err := a.Authenticate(cred)
 		if err != nil {
 			httpapi.Abort(c, nil, err)
 			return
@@ -69,19 +111,39 @@ func PrincipalOf(c *gin.Context) Principal {
 	return pr
 }
 
-// Require answers 403 unless the caller may perform op; every handler
-// calls it (the one place where permission is decided).
-func Require(c *gin.Context, op Op) (Principal, bool) {
+// Require answers 403 unless the caller may do a tenant-wide op (or op on
+// every topic); the one policy check handlers call, with RequireOn.
+func Require(c *gin.Context, op capability.Op) (Principal, bool) {
+	return RequireOn(c, op, "", "")
+}
+
+// RequireOn answers 403, naming what was refused, unless the caller may
+// do op on topic in room (see Principal.Can).
+func RequireOn(c *gin.Context, op capability.Op, topic, room string) (Principal, bool) {
 	p := PrincipalOf(c)
-	if !p.Allows(op) {
-		who := "role " + p.Role
-		if p.Operator {
-			who = "the operator key"
-		}
-		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeForbidden, "%s may not %s", who, op))
-		return p, false
+	if p.Can(op, topic, room) {
+		return p, true
 	}
-	return p, true
+	httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeForbidden, "%s", Refusal(p, op, topic, room)))
+	return p, false
+}
+
+// Refusal says what p was refused, for 403 bodies.
+func Refusal(p Principal, op capability.Op, topic, room string) string {
+	if p.Operator {
+		return "the operator key may only manage tenants"
+	}
+	what := fmt.Sprintf("%s", op)
+	if topic != "" {
+		what += fmt.Sprintf(" on topic %q", topic)
+	}
+	switch {
+	case room != "":
+		what += fmt.Sprintf(" in room %q", room)
+	case topic != "" && (op == capability.OpPublish || op == capability.OpSubscribe || op == capability.OpPoll):
+		what += " across every room"
+	}
+	return "this credential may not " + what
 }
 
 // RequireOperator answers 403 unless the caller is the operator.

@@ -29,6 +29,8 @@ type Config struct {
 	Topics  Topics  `mapstructure:"topics"`
 	Publish Publish `mapstructure:"publish"`
 	Poll    Poll    `mapstructure:"poll"`
+	Tokens  Tokens  `mapstructure:"tokens"`
+	Limits  Limits  `mapstructure:"limits"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.
@@ -137,6 +139,43 @@ type Poll struct {
 	MaxConsumers int `mapstructure:"max_consumers"`
 }
 
+// Tokens configures POST /v1/tokens.
+type Tokens struct {
+	// DefaultTTL when a request names no ttl_seconds; default 15m.
+	DefaultTTL time.Duration `mapstructure:"default_ttl"`
+	// MaxTTL caps ttl_seconds; default 24h.
+	MaxTTL time.Duration `mapstructure:"max_ttl"`
+}
+
+// Limits holds per-plan limits, applied per tenant.
+type Limits struct {
+	Free PlanLimits `mapstructure:"free"`
+	Paid PlanLimits `mapstructure:"paid"`
+}
+
+// PlanLimits are one plan's limits. Rates are per tenant on each msgmesh
+// process (a deployment of N processes admits up to N times the rate);
+// the monthly quota is counted across every process.
+type PlanLimits struct {
+	// RequestsPerSecond of authenticated /v1 calls; burst is one second's
+	// worth. 0 = unlimited.
+	RequestsPerSecond float64 `mapstructure:"requests_per_second"`
+	// MessagesPerSecond published; burst is one second's worth. 0 =
+	// unlimited.
+	MessagesPerSecond float64 `mapstructure:"messages_per_second"`
+	// MonthlyMessages is the plan's included messages per calendar month
+	// (UTC); 0 = unlimited.
+	MonthlyMessages int64 `mapstructure:"monthly_messages"`
+}
+
+// Plan returns the limits of plan ("free" or "paid").
+func (l Limits) Plan(plan string) PlanLimits {
+	if plan == "paid" {
+		return l.Paid
+	}
+	return l.Free
+}
+
 // Defaults returns the configuration used for every key left unset.
 func Defaults() Config {
 	return Config{
@@ -180,6 +219,11 @@ func Defaults() Config {
 			SessionTimeout:      20 * time.Second,
 			MaxConsumers:        1000,
 		},
+		Tokens: Tokens{DefaultTTL: 15 * time.Minute, MaxTTL: 24 * time.Hour},
+		Limits: Limits{
+			Free: PlanLimits{RequestsPerSecond: 100, MessagesPerSecond: 1000, MonthlyMessages: 1_000_000},
+			Paid: PlanLimits{RequestsPerSecond: 5000, MessagesPerSecond: 100_000, MonthlyMessages: 1_000_000_000},
+		},
 	}
 }
 
@@ -210,6 +254,14 @@ func (c Config) Validate() error {
 	} {
 		if d <= 0 {
 			bad(k, "must be a positive duration, got %v", d)
+		}
+	}
+	if c.Tokens.DefaultTTL <= 0 || c.Tokens.DefaultTTL > c.Tokens.MaxTTL {
+		bad("tokens.default_ttl", "want a positive duration up to tokens.max_ttl (%v), got %v", c.Tokens.MaxTTL, c.Tokens.DefaultTTL)
+	}
+	for name, pl := range map[string]PlanLimits{"limits.free": c.Limits.Free, "limits.paid": c.Limits.Paid} {
+		if pl.RequestsPerSecond < 0 || pl.MessagesPerSecond < 0 || pl.MonthlyMessages < 0 {
+			bad(name, "limits must be 0 (unlimited) or positive")
 		}
 	}
 	if c.Poll.DefaultWait < 0 || c.Poll.DefaultWait > c.Poll.MaxWait {

@@ -13,6 +13,8 @@ package controlstate
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/msgmesh/msgmesh/platform/capability"
 )
 
 // SchemaVersion is the version written in every event's "v".
@@ -26,6 +28,10 @@ const (
 	TypeKeyRevoked            = "key.revoked"
 	TypeTopicCreated          = "topic.created"
 	TypeTopicDeleted          = "topic.deleted"
+	TypeTenantSuspended       = "tenant.suspended"
+	TypeTenantReinstated      = "tenant.reinstated"
+	TypeSigningKeyCreated     = "signing_key.created"
+	TypeSigningKeyRetired     = "signing_key.retired"
 )
 
 // Event is one record of the control log (its value, JSON).
@@ -67,6 +73,36 @@ type KeyCreatedData struct {
 	// Prefix is the key's first characters, shown in listings to tell keys
 	// apart (not enough to use it).
 	Prefix string `json:"prefix"`
+	// Capabilities, when set, replace the role's capability set (a
+	// capability key); Role is then "".
+	Capabilities []capability.Capability `json:"capabilities,omitempty"`
+}
+
+// TenantSuspendedData suspends a tenant (billing): its credentials get 403
+// tenant_suspended until it is reinstated.
+type TenantSuspendedData struct {
+	Tenant string `json:"tenant"`
+	Reason string `json:"reason"`
+}
+
+// TenantReinstatedData lifts a suspension (for example after a top-up).
+type TenantReinstatedData struct {
+	Tenant string `json:"tenant"`
+}
+
+// SigningKeyCreatedData adds an Ed25519 token signing key. The newest
+// unretired key signs; every unretired key verifies. The control topic
+// therefore holds secrets: restrict who may read it.
+type SigningKeyCreatedData struct {
+	KID string `json:"kid"`
+	// Seed is the base64 (std) Ed25519 private key seed (32 bytes).
+	Seed string `json:"seed"`
+}
+
+// SigningKeyRetiredData retires a signing key: tokens it signed stop
+// verifying at once.
+type SigningKeyRetiredData struct {
+	KID string `json:"kid"`
 }
 
 // KeyRevokedData revokes a key.

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/msgmesh/msgmesh/platform/capability"
 )
 
 // Errors an applied event can be rejected with; match with errors.Is.
@@ -32,18 +34,32 @@ type Tenant struct {
 	Plan         string    `json:"plan"`
 	StrictTopics bool      `json:"strict_topics"`
 	CreatedAt    time.Time `json:"created_at"`
+	// Suspended is set while the tenant is suspended for billing, with the
+	// operator's reason.
+	Suspended       bool   `json:"suspended"`
+	SuspendedReason string `json:"suspended_reason,omitempty"`
+}
+
+// SigningKey is a token signing key.
+type SigningKey struct {
+	KID       string
+	Seed      string
+	CreatedAt time.Time
+	Retired   bool
 }
 
 // Key is an API key's metadata (never the key itself).
 type Key struct {
-	ID        string     `json:"id"`
-	Tenant    string     `json:"tenant"`
-	Name      string     `json:"name"`
-	Role      string     `json:"role"`
-	Prefix    string     `json:"prefix"`
-	Hash      string     `json:"-"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	Name   string `json:"name"`
+	Role   string `json:"role"`
+	Prefix string `json:"prefix"`
+	Hash   string `json:"-"`
+	// Capabilities of a capability key (Role is then "").
+	Capabilities []capability.Capability `json:"capabilities,omitempty"`
+	CreatedAt    time.Time               `json:"created_at"`
+	RevokedAt    *time.Time              `json:"revoked_at,omitempty"`
 }
 
 // Topic is a tenant topic.
@@ -68,6 +84,7 @@ type State struct {
 	keys    map[string]*Key // by key id
 	byHash  map[string]*Key
 	topics  map[topicKey]*Topic
+	signing []*SigningKey // in creation order
 }
 
 // NewState returns an empty projection.
@@ -144,6 +161,45 @@ func (s *State) Apply(ev Event) error {
 			at := ev.At
 			k.RevokedAt = &at
 		}
+	case TypeTenantSuspended, TypeTenantReinstated:
+		var d TenantSuspendedData
+		if err := decode(ev, &d); err != nil {
+			return err
+		}
+		t, ok := s.tenants[d.Tenant]
+		if !ok {
+			return fmt.Errorf("%w: tenant %q", ErrNotFound, d.Tenant)
+		}
+		t.Suspended = ev.Type == TypeTenantSuspended
+		t.SuspendedReason = ""
+		if t.Suspended {
+			t.SuspendedReason = d.Reason
+		}
+	case TypeSigningKeyCreated:
+		var d SigningKeyCreatedData
+		if err := decode(ev, &d); err != nil {
+			return err
+		}
+		for _, k := range s.signing {
+			if k.KID == d.KID {
+				return fmt.Errorf("%w: signing key %q", ErrConflict, d.KID)
+			}
+		}
+		s.signing = append(s.signing, &SigningKey{KID: d.KID, Seed: d.Seed, CreatedAt: ev.At})
+	case TypeSigningKeyRetired:
+		var d SigningKeyRetiredData
+		if err := decode(ev, &d); err != nil {
+			return err
+		}
+		found := false
+		for _, k := range s.signing {
+			if k.KID == d.KID {
+				k.Retired, found = true, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("%w: signing key %q", ErrNotFound, d.KID)
+		}
 	case TypeTopicCreated:
 		var d TopicCreatedData
 		if err := decode(ev, &d); err != nil {
@@ -195,7 +251,7 @@ func (s *State) checkKeyLocked(d KeyCreatedData) error {
 }
 
 func (s *State) addKeyLocked(d KeyCreatedData, at time.Time) {
-	k := &Key{ID: d.KeyID, Tenant: d.Tenant, Name: d.Name, Role: d.Role, Prefix: d.Prefix, Hash: d.Hash, CreatedAt: at}
+	k := &Key{ID: d.KeyID, Tenant: d.Tenant, Name: d.Name, Role: d.Role, Prefix: d.Prefix, Hash: d.Hash, Capabilities: d.Capabilities, CreatedAt: at}
 	s.keys[k.ID] = k
 	s.byHash[k.Hash] = k
 }
@@ -283,5 +339,52 @@ func (s *State) AllTopics() []Topic {
 	for _, t := range s.topics {
 		out = append(out, *t)
 	}
+	return out
+}
+
+// SigningKey returns the signing key kid, or false.
+func (s *State) SigningKey(kid string) (SigningKey, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, k := range s.signing {
+		if k.KID == kid {
+			return *k, true
+		}
+	}
+	return SigningKey{}, false
+}
+
+// CurrentSigningKey returns the newest unretired signing key, or false.
+func (s *State) CurrentSigningKey() (SigningKey, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for i := len(s.signing) - 1; i >= 0; i-- {
+		if !s.signing[i].Retired {
+			return *s.signing[i], true
+		}
+	}
+	return SigningKey{}, false
+}
+
+// SigningKeys lists every signing key, oldest first.
+func (s *State) SigningKeys() []SigningKey {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]SigningKey, len(s.signing))
+	for i, k := range s.signing {
+		out[i] = *k
+	}
+	return out
+}
+
+// Tenants lists every tenant by id.
+func (s *State) Tenants() []Tenant {
+	s.mu.RLock()
+	out := make([]Tenant, 0, len(s.tenants))
+	for _, t := range s.tenants {
+		out = append(out, *t)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }

@@ -27,8 +27,11 @@ var (
 	CodeRoomNotSupported  = Code{400, "room_not_supported", "Poll is a whole-topic firehose and takes no room; use SSE or WebSocket to receive one room."}
 	CodeUnauthenticated   = Code{401, "unauthenticated", "No credential was sent. Send Authorization: Bearer <key>."}
 	CodeInvalidCredential = Code{401, "invalid_credential", "The credential is unknown or malformed. Obtain a new one; do not retry."}
-	CodeCredentialRevoked = Code{401, "credential_revoked", "The key was revoked. Obtain a new one; do not retry."}
-	CodeForbidden         = Code{403, "forbidden", "The credential's role or capabilities do not allow this operation."}
+	CodeCredentialRevoked = Code{401, "credential_revoked", "The key (or the key that minted this token) was revoked. Obtain a new credential; do not retry."}
+	CodeTokenExpired      = Code{401, "token_expired", "The token expired. Fetch a fresh token from your backend and retry once."}
+	CodeInvalidToken      = Code{401, "invalid_token", "The token is malformed, its signature does not verify, or its signing key was retired. Obtain a new one; do not retry."}
+	CodeForbidden         = Code{403, "forbidden", "The credential's role or capabilities do not allow this operation; the message names what was refused."}
+	CodeTenantSuspended   = Code{403, "tenant_suspended", "The tenant is suspended for billing. Topping up lifts the suspension automatically; back off and retry."}
 	CodeNotFound          = Code{404, "not_found", "No such route or resource."}
 	CodeTopicNotFound     = Code{404, "topic_not_found", "The topic does not exist (with the strict topic gate on, publishing to a topic never created is 404). Check the name or create it."}
 	CodeTenantNotFound    = Code{404, "tenant_not_found", "The tenant does not exist."}
@@ -39,7 +42,8 @@ var (
 	CodePayloadTooLarge   = Code{413, "payload_too_large", "A message, the request body or the batch count is over the configured limit. Split it."}
 	CodeUnsupportedMedia  = Code{415, "unsupported_media_type", "The Content-Type is not accepted on this route."}
 	CodeValidation        = Code{422, "validation_failed", "The request is well-formed but a value is not acceptable."}
-	CodeTooManyRequests   = Code{429, "too_many_requests", "A rate limit or quota was exceeded. Back off and retry after Retry-After."}
+	CodeRateLimited       = Code{429, "rate_limited", "The tenant's request or message rate limit was exceeded. Back off and retry after Retry-After."}
+	CodeQuotaExceeded     = Code{429, "quota_exceeded", "The plan's monthly message quota is used up. Retry after Retry-After (the next month) or change plan."}
 	CodeTooManyConsumers  = Code{429, "too_many_consumers", "This node holds its maximum number of poll consumers. Retry later or reuse consumer names."}
 	CodeInternal          = Code{500, "internal", "An unexpected server error. Report the request_id."}
 	CodeKafkaUnavailable  = Code{503, "kafka_unavailable", "Kafka did not acknowledge in time; nothing is confirmed. Retry with backoff (a retried publish may duplicate)."}
@@ -50,9 +54,9 @@ var (
 // Catalog lists every code, for docs and the OpenAPI check.
 var Catalog = []Code{
 	CodeInvalidRequest, CodeRoomNotSupported, CodeUnauthenticated, CodeInvalidCredential,
-	CodeCredentialRevoked, CodeForbidden, CodeNotFound, CodeTopicNotFound, CodeTenantNotFound,
+	CodeCredentialRevoked, CodeTokenExpired, CodeInvalidToken, CodeForbidden, CodeTenantSuspended, CodeNotFound, CodeTopicNotFound, CodeTenantNotFound,
 	CodeKeyNotFound, CodeConsumerNotFound, CodeMethodNotAllowed, CodeConflict, CodePayloadTooLarge,
-	CodeUnsupportedMedia, CodeValidation, CodeTooManyRequests, CodeTooManyConsumers, CodeInternal,
+	CodeUnsupportedMedia, CodeValidation, CodeRateLimited, CodeQuotaExceeded, CodeTooManyConsumers, CodeInternal,
 	CodeKafkaUnavailable, CodeNotReady, CodeShuttingDown,
 }
 

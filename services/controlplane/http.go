@@ -2,10 +2,12 @@ package controlplane
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 )
@@ -13,6 +15,13 @@ import (
 // Routes registers the control-plane API on r (already authenticated).
 //
 //	POST   /v1/tenants            operator: {"id","plan"} → 201 {"id","plan","strict_topics","admin_key"}
+//	GET    /v1/tenants[/{id}]     operator: list, one
+//	PATCH  /v1/tenants/{id}       operator: {"plan"} (updates the topics' retention.ms)
+//	POST   /v1/tenants/{id}/suspend   operator: {"reason"?} → 403 tenant_suspended for its credentials
+//	POST   /v1/tenants/{id}/reinstate operator (a top-up lifts the suspension)
+//	GET|POST /v1/signing-keys     operator: list kids; rotate (new key signs)
+//	POST   /v1/signing-keys/{kid}/retire  operator: its tokens stop verifying
+//	POST   /v1/tokens             tokens.mint (a key): {"ttl_seconds"?,"capabilities"?} → 201 {"token","expires_at"}
 //	GET    /v1/tenant             any key: the caller's tenant
 //	PATCH  /v1/tenant             admin: {"strict_topics": bool}
 //	POST   /v1/keys               admin: {"name","role"} → 201 {"id","key",...} (plaintext once)
@@ -24,6 +33,15 @@ import (
 //	DELETE /v1/topics/{topic}     admin: 204
 func (s *Service) Routes(r gin.IRouter) {
 	r.POST("/v1/tenants", s.createTenant)
+	r.GET("/v1/tenants", s.listTenants)
+	r.GET("/v1/tenants/:id", s.getTenantByID)
+	r.PATCH("/v1/tenants/:id", s.patchTenantByID)
+	r.POST("/v1/tenants/:id/suspend", s.suspendTenant)
+	r.POST("/v1/tenants/:id/reinstate", s.reinstateTenant)
+	r.GET("/v1/signing-keys", s.listSigningKeys)
+	r.POST("/v1/signing-keys", s.rotateSigningKey)
+	r.POST("/v1/signing-keys/:kid/retire", s.retireSigningKey)
+	r.POST("/v1/tokens", s.mintToken)
 	r.GET("/v1/tenant", s.getTenant)
 	r.PATCH("/v1/tenant", s.patchTenant)
 	r.POST("/v1/keys", s.createKey)
@@ -67,17 +85,22 @@ func (s *Service) tenantView(t controlstate.Tenant) tenantView {
 }
 
 type keyView struct {
-	ID        string  `json:"id"`
-	Key       string  `json:"key,omitempty"`
-	Name      string  `json:"name"`
-	Role      string  `json:"role"`
-	Prefix    string  `json:"prefix"`
-	CreatedAt string  `json:"created_at"`
-	RevokedAt *string `json:"revoked_at,omitempty"`
+	ID           string                  `json:"id"`
+	Key          string                  `json:"key,omitempty"`
+	Name         string                  `json:"name"`
+	Role         string                  `json:"role,omitempty"`
+	Capabilities []capability.Capability `json:"capabilities"`
+	Prefix       string                  `json:"prefix"`
+	CreatedAt    string                  `json:"created_at"`
+	RevokedAt    *string                 `json:"revoked_at,omitempty"`
 }
 
 func keyViewOf(k controlstate.Key) keyView {
-	v := keyView{ID: k.ID, Name: k.Name, Role: k.Role, Prefix: k.Prefix, CreatedAt: k.CreatedAt.UTC().Format(timeFormat)}
+	caps := k.Capabilities
+	if k.Role != "" {
+		caps = capability.ForRole(k.Role)
+	}
+	v := keyView{ID: k.ID, Name: k.Name, Role: k.Role, Capabilities: caps, Prefix: k.Prefix, CreatedAt: k.CreatedAt.UTC().Format(timeFormat)}
 	if k.RevokedAt != nil {
 		r := k.RevokedAt.UTC().Format(timeFormat)
 		v.RevokedAt = &r
@@ -120,7 +143,7 @@ func (s *Service) getTenant(c *gin.Context) {
 }
 
 func (s *Service) patchTenant(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpTenantSettings)
+	p, ok := auth.Require(c, capability.OpTenantSettings)
 	if !ok {
 		return
 	}
@@ -144,19 +167,20 @@ func (s *Service) patchTenant(c *gin.Context) {
 }
 
 func (s *Service) createKey(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpKeysManage)
+	p, ok := auth.Require(c, capability.OpKeysManage)
 	if !ok {
 		return
 	}
 	var req struct {
-		Name string `json:"name"`
-		Role string `json:"role"`
+		Name         string                  `json:"name"`
+		Role         string                  `json:"role"`
+		Capabilities []capability.Capability `json:"capabilities"`
 	}
 	if err := httpapi.BindJSON(c, &req); err != nil {
 		s.fail(c, err)
 		return
 	}
-	k, plain, err := s.CreateKey(c.Request.Context(), p.Tenant, req.Name, req.Role)
+	k, plain, err := s.CreateKey(c.Request.Context(), p, req.Name, req.Role, req.Capabilities)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -167,7 +191,7 @@ func (s *Service) createKey(c *gin.Context) {
 }
 
 func (s *Service) listKeys(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpKeysManage)
+	p, ok := auth.Require(c, capability.OpKeysManage)
 	if !ok {
 		return
 	}
@@ -180,7 +204,7 @@ func (s *Service) listKeys(c *gin.Context) {
 }
 
 func (s *Service) revokeKey(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpKeysManage)
+	p, ok := auth.Require(c, capability.OpKeysManage)
 	if !ok {
 		return
 	}
@@ -192,16 +216,16 @@ func (s *Service) revokeKey(c *gin.Context) {
 }
 
 func (s *Service) createTopic(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpTopicsManage)
-	if !ok {
-		return
-	}
 	var req struct {
 		Name       string `json:"name"`
 		Partitions int    `json:"partitions"`
 	}
 	if err := httpapi.BindJSON(c, &req); err != nil {
 		s.fail(c, err)
+		return
+	}
+	p, ok := auth.RequireOn(c, capability.OpTopicsManage, req.Name, "")
+	if !ok {
 		return
 	}
 	t, err := s.CreateTopic(c.Request.Context(), p.Tenant, req.Name, req.Partitions)
@@ -212,21 +236,21 @@ func (s *Service) createTopic(c *gin.Context) {
 	c.JSON(http.StatusCreated, s.topicView(t))
 }
 
+// listTopics lists the topics the caller may read.
 func (s *Service) listTopics(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpTopicsRead)
-	if !ok {
-		return
-	}
+	p := auth.PrincipalOf(c)
 	ts := s.State().Topics(p.Tenant)
 	out := make([]TopicView, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, s.topicView(t))
+		if p.Can(capability.OpTopicsRead, t.Name, "") {
+			out = append(out, s.topicView(t))
+		}
 	}
 	c.JSON(http.StatusOK, gin.H{"topics": out})
 }
 
 func (s *Service) getTopic(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpTopicsRead)
+	p, ok := auth.RequireOn(c, capability.OpTopicsRead, c.Param("topic"), "")
 	if !ok {
 		return
 	}
@@ -239,7 +263,7 @@ func (s *Service) getTopic(c *gin.Context) {
 }
 
 func (s *Service) deleteTopic(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpTopicsManage)
+	p, ok := auth.RequireOn(c, capability.OpTopicsManage, c.Param("topic"), "")
 	if !ok {
 		return
 	}
@@ -248,4 +272,148 @@ func (s *Service) deleteTopic(c *gin.Context) {
 		return
 	}
 	c.Status(http.StatusNoContent)
+}
+
+func (s *Service) listTenants(c *gin.Context) {
+	if !auth.RequireOperator(c) {
+		return
+	}
+	ts := s.State().Tenants()
+	out := make([]tenantView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, s.tenantView(t))
+	}
+	c.JSON(http.StatusOK, gin.H{"tenants": out})
+}
+
+func (s *Service) getTenantByID(c *gin.Context) {
+	if !auth.RequireOperator(c) {
+		return
+	}
+	t, ok := s.State().Tenant(c.Param("id"))
+	if !ok {
+		s.fail(c, httpapi.Errorf(httpapi.CodeTenantNotFound, "tenant %q not found", c.Param("id")))
+		return
+	}
+	c.JSON(http.StatusOK, s.tenantView(t))
+}
+
+func (s *Service) patchTenantByID(c *gin.Context) {
+	if !auth.RequireOperator(c) {
+		return
+	}
+	var req struct {
+		Plan string `json:"plan"`
+	}
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	t, err := s.SetPlan(c.Request.Context(), c.Param("id"), req.Plan)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, s.tenantView(t))
+}
+
+func (s *Service) suspendTenant(c *gin.Context) { s.setSuspended(c, true) }
+
+func (s *Service) reinstateTenant(c *gin.Context) { s.setSuspended(c, false) }
+
+func (s *Service) setSuspended(c *gin.Context, suspended bool) {
+	if !auth.RequireOperator(c) {
+		return
+	}
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if c.Request.ContentLength != 0 {
+		if err := httpapi.BindJSON(c, &req); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	if req.Reason == "" {
+		req.Reason = "billing"
+	}
+	t, err := s.SetSuspended(c.Request.Context(), c.Param("id"), suspended, req.Reason)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, s.tenantView(t))
+}
+
+type signingKeyView struct {
+	KID       string `json:"kid"`
+	CreatedAt string `json:"created_at"`
+	Retired   bool   `json:"retired"`
+	Current   bool   `json:"current"`
+}
+
+func (s *Service) listSigningKeys(c *gin.Context) {
+	if !auth.RequireOperator(c) {
+		return
+	}
+	cur, _ := s.State().CurrentSigningKey()
+	keys := s.State().SigningKeys()
+	out := make([]signingKeyView, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, signingKeyView{KID: k.KID, CreatedAt: k.CreatedAt.UTC().Format(timeFormat), Retired: k.Retired, Current: k.KID == cur.KID})
+	}
+	c.JSON(http.StatusOK, gin.H{"signing_keys": out})
+}
+
+func (s *Service) rotateSigningKey(c *gin.Context) {
+	if !auth.RequireOperator(c) {
+		return
+	}
+	kid, err := s.RotateSigningKey(c.Request.Context())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"kid": kid})
+}
+
+func (s *Service) retireSigningKey(c *gin.Context) {
+	if !auth.RequireOperator(c) {
+		return
+	}
+	if err := s.RetireSigningKey(c.Request.Context(), c.Param("kid")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// mintToken is the token broker: a backend holding a key mints a short-
+// lived, downscoped token for a browser.
+func (s *Service) mintToken(c *gin.Context) {
+	p, ok := auth.Require(c, capability.OpTokensMint)
+	if !ok {
+		return
+	}
+	var req struct {
+		TTLSeconds   int                     `json:"ttl_seconds"`
+		Capabilities []capability.Capability `json:"capabilities"`
+	}
+	if c.Request.ContentLength != 0 {
+		if err := httpapi.BindJSON(c, &req); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	if req.TTLSeconds < 0 {
+		s.fail(c, httpapi.Errorf(httpapi.CodeValidation, "ttl_seconds must be positive"))
+		return
+	}
+	now := s.now()
+	tok, exp, err := s.MintToken(p, time.Duration(req.TTLSeconds)*time.Second, req.Capabilities, now)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339), "ttl_seconds": int(exp.Sub(now).Round(time.Second).Seconds())})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
@@ -26,6 +27,8 @@ const DefaultTenant = "default"
 
 // Service runs control-plane commands.
 type Service struct {
+	// Now is the clock for minting tokens; nil = time.Now.
+	Now    func() time.Time
 	cfg    config.Config
 	log    *slog.Logger
 	clog   *controlstate.Log
@@ -36,6 +39,13 @@ type Service struct {
 // New returns a Service appending to clog and managing Kafka topics with adm.
 func New(cfg config.Config, clog *controlstate.Log, adm *kadm.Client, log *slog.Logger) *Service {
 	return &Service{cfg: cfg, log: log, clog: clog, adm: adm, mapper: names.Mapper{Prefix: cfg.Kafka.TopicPrefix}}
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // State is the control projection.
@@ -81,7 +91,7 @@ func (s *Service) CreateTenant(ctx context.Context, id, plan string) (controlsta
 	}
 	_, err = s.clog.Append(ctx, controlstate.TypeTenantCreated, controlstate.TenantCreatedData{
 		Tenant: id, Plan: plan,
-		AdminKey: &controlstate.KeyCreatedData{Tenant: id, KeyID: auth.NewID("key_"), Name: "admin", Role: auth.RoleAdmin, Hash: hash, Prefix: display},
+		AdminKey: &controlstate.KeyCreatedData{Tenant: id, KeyID: auth.NewID("key_"), Name: "admin", Role: capability.RoleAdmin, Hash: hash, Prefix: display},
 	})
 	if err := appendErr(err, httpapi.CodeTenantNotFound, "tenant "+strconv.Quote(id)); err != nil {
 		return controlstate.Tenant{}, "", err
@@ -100,10 +110,30 @@ func (s *Service) SetStrictTopics(ctx context.Context, tenant string, on bool) (
 	return t, nil
 }
 
-// CreateKey makes a role key in tenant and returns it with its plaintext.
-func (s *Service) CreateKey(ctx context.Context, tenant, name, role string) (controlstate.Key, string, error) {
-	if !auth.ValidRole(role) {
+// CreateKey makes a key in tenant and returns it with its plaintext: a
+// role key (role set, caps nil) or a capability key (caps set, role "").
+// caller is who asks: a capability key may only narrow the caller's
+// capabilities (403 otherwise).
+func (s *Service) CreateKey(ctx context.Context, caller auth.Principal, name, role string, caps []capability.Capability) (controlstate.Key, string, error) {
+	tenant := caller.Tenant
+	switch {
+	case role != "" && caps != nil:
+		return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeInvalidRequest, "send either \"role\" or \"capabilities\", not both")
+	case role == "" && caps == nil:
+		return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeInvalidRequest, "send \"role\" (admin, producer, consumer) or \"capabilities\"")
+	case role != "" && !capability.ValidRole(role):
 		return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeValidation, "role %q: want admin, producer or consumer", role)
+	case caps != nil:
+		if err := capability.Validate(caps); err != nil {
+			return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeValidation, "%v", err)
+		}
+	}
+	want := caps
+	if role != "" {
+		want = capability.ForRole(role)
+	}
+	if err := capability.Subset(want, caller.Caps); err != nil {
+		return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeForbidden, "the new key may only narrow your capabilities: %v", err)
 	}
 	if len(name) > 200 {
 		return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeValidation, "name is over 200 bytes")
@@ -113,7 +143,7 @@ func (s *Service) CreateKey(ctx context.Context, tenant, name, role string) (con
 		return controlstate.Key{}, "", err
 	}
 	id := auth.NewID("key_")
-	_, err = s.clog.Append(ctx, controlstate.TypeKeyCreated, controlstate.KeyCreatedData{Tenant: tenant, KeyID: id, Name: name, Role: role, Hash: hash, Prefix: display})
+	_, err = s.clog.Append(ctx, controlstate.TypeKeyCreated, controlstate.KeyCreatedData{Tenant: tenant, KeyID: id, Name: name, Role: role, Hash: hash, Prefix: display, Capabilities: caps})
 	if err := appendErr(err, httpapi.CodeTenantNotFound, "key"); err != nil {
 		return controlstate.Key{}, "", err
 	}
@@ -205,6 +235,9 @@ func (s *Service) DeleteTopic(ctx context.Context, tenant, name string) error {
 // caller prints it once). It returns "" when nothing was generated.
 func (s *Service) Bootstrap(ctx context.Context, adminKey string, embedded bool) (string, error) {
 	st := s.State()
+	if err := s.EnsureSigningKey(ctx); err != nil {
+		return "", fmt.Errorf("token signing key: %w", err)
+	}
 	if adminKey == "" {
 		if !embedded {
 			return "", nil
@@ -233,7 +266,7 @@ func (s *Service) Bootstrap(ctx context.Context, adminKey string, embedded bool)
 			}
 			return "", nil
 		}
-		kd := controlstate.KeyCreatedData{Tenant: DefaultTenant, KeyID: auth.NewID("key_"), Name: "bootstrap", Role: auth.RoleAdmin, Hash: hash, Prefix: adminKey[:9]}
+		kd := controlstate.KeyCreatedData{Tenant: DefaultTenant, KeyID: auth.NewID("key_"), Name: "bootstrap", Role: capability.RoleAdmin, Hash: hash, Prefix: adminKey[:9]}
 		var err error
 		if _, ok := st.Tenant(DefaultTenant); !ok {
 			_, err = s.clog.Append(ctx, controlstate.TypeTenantCreated, controlstate.TenantCreatedData{Tenant: DefaultTenant, Plan: controlstate.PlanFree, AdminKey: &kd})
@@ -249,4 +282,116 @@ func (s *Service) Bootstrap(ctx context.Context, adminKey string, embedded bool)
 		// Lost a race with another node: look again.
 	}
 	return "", errors.New("bootstrap: could not register the admin key")
+}
+
+// MintToken mints a token for caller (a key, not a token) with caps (nil
+// = the caller's own) for ttl (0 = tokens.default_ttl; over
+// tokens.max_ttl is 422). Overreach is 403 naming what was refused.
+func (s *Service) MintToken(caller auth.Principal, ttl time.Duration, caps []capability.Capability, now time.Time) (string, time.Time, error) {
+	if caller.TokenID != "" {
+		return "", time.Time{}, httpapi.Errorf(httpapi.CodeForbidden, "a token cannot mint tokens; mint from a key on your backend")
+	}
+	if ttl == 0 {
+		ttl = s.cfg.Tokens.DefaultTTL
+	}
+	if ttl < time.Second || ttl > s.cfg.Tokens.MaxTTL {
+		return "", time.Time{}, httpapi.Errorf(httpapi.CodeValidation, "ttl_seconds must be between 1 and %d", int(s.cfg.Tokens.MaxTTL.Seconds()))
+	}
+	if caps == nil {
+		caps = caller.Caps
+	} else if err := capability.Validate(caps); err != nil {
+		return "", time.Time{}, httpapi.Errorf(httpapi.CodeValidation, "%v", err)
+	}
+	if err := capability.Subset(caps, caller.Caps); err != nil {
+		return "", time.Time{}, httpapi.Errorf(httpapi.CodeForbidden, "a token may only narrow the key's capabilities: %v", err)
+	}
+	tok, exp, err := auth.MintToken(s.State(), now, caller.Tenant, caller.KeyID, caps, ttl)
+	if errors.Is(err, auth.ErrNoSigningKey) {
+		return "", time.Time{}, httpapi.Wrap(httpapi.CodeNotReady, err, "no token signing key yet; retry shortly")
+	}
+	return tok, exp, err
+}
+
+// EnsureSigningKey makes a token signing key when none is current.
+func (s *Service) EnsureSigningKey(ctx context.Context) error {
+	if _, ok := s.State().CurrentSigningKey(); ok {
+		return nil
+	}
+	_, err := s.RotateSigningKey(ctx)
+	return err
+}
+
+// RotateSigningKey adds a new signing key, which signs from now on; older
+// keys keep verifying until retired.
+func (s *Service) RotateSigningKey(ctx context.Context) (string, error) {
+	kid, seed, err := auth.NewSigningKey()
+	if err != nil {
+		return "", err
+	}
+	_, err = s.clog.Append(ctx, controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: kid, Seed: seed})
+	return kid, appendErr(err, httpapi.CodeNotFound, "signing key")
+}
+
+// RetireSigningKey stops kid verifying: its tokens are refused at once.
+func (s *Service) RetireSigningKey(ctx context.Context, kid string) error {
+	_, err := s.clog.Append(ctx, controlstate.TypeSigningKeyRetired, controlstate.SigningKeyRetiredData{KID: kid})
+	return appendErr(err, httpapi.CodeNotFound, "signing key "+strconv.Quote(kid))
+}
+
+// SetSuspended suspends (with a reason) or reinstates a tenant.
+func (s *Service) SetSuspended(ctx context.Context, tenant string, suspended bool, reason string) (controlstate.Tenant, error) {
+	var err error
+	if suspended {
+		_, err = s.clog.Append(ctx, controlstate.TypeTenantSuspended, controlstate.TenantSuspendedData{Tenant: tenant, Reason: reason})
+	} else {
+		_, err = s.clog.Append(ctx, controlstate.TypeTenantReinstated, controlstate.TenantReinstatedData{Tenant: tenant})
+	}
+	if err := appendErr(err, httpapi.CodeTenantNotFound, "tenant "+strconv.Quote(tenant)); err != nil {
+		return controlstate.Tenant{}, err
+	}
+	t, _ := s.State().Tenant(tenant)
+	return t, nil
+}
+
+// SetPlan changes a tenant's plan and then the retention.ms of every one
+// of its Kafka topics to the new plan's.
+func (s *Service) SetPlan(ctx context.Context, tenant, plan string) (controlstate.Tenant, error) {
+	if plan != controlstate.PlanFree && plan != controlstate.PlanPaid {
+		return controlstate.Tenant{}, httpapi.Errorf(httpapi.CodeValidation, "plan %q: want free or paid", plan)
+	}
+	_, err := s.clog.Append(ctx, controlstate.TypeTenantSettingsChanged, controlstate.TenantSettingsChangedData{Tenant: tenant, Plan: &plan})
+	if err := appendErr(err, httpapi.CodeTenantNotFound, "tenant "+strconv.Quote(tenant)); err != nil {
+		return controlstate.Tenant{}, err
+	}
+	if err := s.applyRetention(ctx, tenant); err != nil {
+		return controlstate.Tenant{}, err
+	}
+	t, _ := s.State().Tenant(tenant)
+	return t, nil
+}
+
+// applyRetention sets retention.ms of tenant's Kafka topics from its plan.
+func (s *Service) applyRetention(ctx context.Context, tenant string) error {
+	t, _ := s.State().Tenant(tenant)
+	ms := strconv.FormatInt(s.RetentionMs(t.Plan), 10)
+	var topics []string
+	for _, tp := range s.State().Topics(tenant) {
+		topics = append(topics, tp.KafkaTopic)
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	resp, err := s.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &ms}}, topics...)
+	if err == nil {
+		for _, r := range resp {
+			if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+				err = r.Err
+				break
+			}
+		}
+	}
+	if err != nil {
+		return httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "the plan changed but updating the topics' retention.ms failed; retry the change")
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/cursor"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/names"
@@ -54,7 +55,7 @@ func (g *Gateway) pollKey(c *gin.Context, tenant, group, consumer string) (pollg
 // is acknowledged (committed) first; the new batch is acknowledged by the
 // next poll or by commit, else delivered again.
 func (g *Gateway) poll(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpPoll)
+	p, ok := auth.RequireOn(c, capability.OpPoll, c.Param("topic"), "")
 	if !ok {
 		return
 	}
@@ -149,7 +150,7 @@ type commitRequest struct {
 
 // commit acknowledges cursors of a batch this consumer received.
 func (g *Gateway) commit(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpPoll)
+	p, ok := auth.RequireOn(c, capability.OpPoll, c.Param("topic"), "")
 	if !ok {
 		return
 	}

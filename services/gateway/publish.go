@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/cursor"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
@@ -53,17 +54,15 @@ type publishBody struct {
 }
 
 func (g *Gateway) publish(c *gin.Context) {
-	p, ok := auth.Require(c, auth.OpPublish)
-	if !ok {
+	p := auth.PrincipalOf(c)
+	name := c.Param("topic")
+	// Refuse early when the credential may publish nowhere on this topic.
+	if !p.Can(capability.OpPublish, name, "") && !mayPublishSomeRoom(p, name) {
+		auth.RequireOn(c, capability.OpPublish, name, "")
 		return
 	}
 	ctx := c.Request.Context()
 	start := time.Now()
-	topic, err := g.resolveTopic(ctx, p.Tenant, c.Param("topic"), true)
-	if err != nil {
-		g.fail(c, err)
-		return
-	}
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, int64(g.cfg.Publish.MaxBatchBytes)+1))
 	if err != nil {
 		g.fail(c, httpapi.ReadErr(err))
@@ -74,6 +73,17 @@ func (g *Gateway) publish(c *gin.Context) {
 		return
 	}
 	recs, batch, err := g.parsePublish(c, body)
+	if err != nil {
+		g.fail(c, err)
+		return
+	}
+	// Every message's room must be allowed; nothing is published otherwise.
+	for _, r := range recs {
+		if _, ok := auth.RequireOn(c, capability.OpPublish, name, string(r.Key)); !ok {
+			return
+		}
+	}
+	topic, err := g.resolveTopic(ctx, p.Tenant, name, true)
 	if err != nil {
 		g.fail(c, err)
 		return
@@ -298,4 +308,22 @@ func (g *Gateway) resolveTopic(ctx context.Context, tenant, name string, create 
 		}
 	}
 	return t, err
+}
+
+// mayPublishSomeRoom reports whether p may publish on topic in at least one
+// room (a room-limited credential): the full check runs per message.
+func mayPublishSomeRoom(p auth.Principal, topic string) bool {
+	for _, c := range p.Caps {
+		for _, op := range c.Ops {
+			if op != capability.OpPublish && op != capability.OpAll {
+				continue
+			}
+			for _, t := range c.Topics {
+				if capability.Match(t, topic) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -213,7 +213,9 @@ func (a *App) initServer(ctx context.Context) error {
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
 	authn := &auth.Authenticator{State: a.clog.State(), OperatorKey: a.cfg.OperatorKey}
-	a.api = e.Group("/", a.requireReady, authn.Middleware())
+	// EventSource cannot set headers: SSE takes ?token= too.
+	sse := func(c *gin.Context) bool { return strings.HasSuffix(c.FullPath(), "/events") }
+	a.api = e.Group("/", a.requireReady, authn.Middleware(sse))
 	a.engine = e
 	ln, err := net.Listen("tcp", a.cfg.HTTP.Addr)
 	if err != nil {
