@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,7 +58,10 @@ func New(cfg config.Config, state *controlstate.State, topics Topics, clientOpts
 		return nil, fmt.Errorf("gateway: producer: %w", err)
 	}
 	polls, err := pollgroup.New(pollgroup.Config{
-		ClientOpts:     clientOpts,
+		// A partition handed over in a rebalance is first fetched when the
+		// fetch in flight ends: 1 s bounds that delay (franz-go's default is
+		// 5 s) at the cost of one idle fetch per member per second.
+		ClientOpts:     append(append([]kgo.Opt{}, clientOpts...), kgo.FetchMaxWait(time.Second)),
 		IdleTimeout:    cfg.Poll.ConsumerIdleTimeout,
 		SessionTimeout: cfg.Poll.SessionTimeout,
 		MaxMembers:     cfg.Poll.MaxConsumers,

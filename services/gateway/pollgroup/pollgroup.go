@@ -163,8 +163,7 @@ func (mg *Manager) CloseTopic(topic string) int {
 	mg.bg.Add(len(gone))
 	mg.mu.Unlock()
 	for _, m := range gone {
-		m.log.Info("pollgroup: member leaving", "reason", "topic closed")
-		go mg.closeInBackground(m, ErrUnknownMember)
+		go mg.closeInBackground(m, ErrUnknownMember, "topic closed")
 	}
 	return len(gone)
 }
@@ -253,6 +252,7 @@ func (mg *Manager) release(m *member) {
 func (mg *Manager) expire(now time.Time) {
 	idle := mg.cfg.IdleTimeout
 	var gone []*member
+	var idleFor []time.Duration
 	var abandoned []*Batch
 	mg.mu.Lock()
 	if mg.closed {
@@ -264,6 +264,7 @@ func (mg *Manager) expire(now time.Time) {
 			if now.Sub(m.lastUsed) >= idle {
 				delete(mg.members, k)
 				gone = append(gone, m)
+				idleFor = append(idleFor, now.Sub(m.lastUsed))
 			}
 			continue
 		}
@@ -281,17 +282,18 @@ func (mg *Manager) expire(now time.Time) {
 		b.m.log.Debug("pollgroup: batch not resolved within the idle timeout; treating it as undelivered", "records", len(b.Records))
 		b.Undelivered()
 	}
-	for _, m := range gone {
+	for i, m := range gone {
 		mg.met.expirations.Inc()
-		m.log.Info("pollgroup: member expired", "idle", now.Sub(m.lastUsed).Round(time.Millisecond).String())
-		go mg.closeInBackground(m, ErrUnknownMember)
+		m.log.Info("pollgroup: member expired", "idle", idleFor[i].Round(time.Millisecond).String())
+		go mg.closeInBackground(m, ErrUnknownMember, "expired")
 	}
 }
 
-func (mg *Manager) closeInBackground(m *member, reason error) {
+// closeInBackground closes m within leaveTimeout; the caller did mg.bg.Add.
+func (mg *Manager) closeInBackground(m *member, callErr error, reason string) {
 	defer mg.bg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()
-	m.close(ctx, reason)
-	m.log.Info("pollgroup: member left")
+	m.close(ctx, callErr)
+	m.log.Info("pollgroup: member left", "reason", reason)
 }
