@@ -154,3 +154,14 @@ func RequireOperator(c *gin.Context) bool {
 	}
 	return true
 }
+
+// RequireSome answers 403 unless the caller may do op on at least one
+// topic (a first check before the body names the topic or rooms).
+func RequireSome(c *gin.Context, op capability.Op) bool {
+	p := PrincipalOf(c)
+	if !p.Operator && capability.AllowsSomewhere(p.Caps, op) {
+		return true
+	}
+	httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeForbidden, "%s", Refusal(p, op, "", "")))
+	return false
+}

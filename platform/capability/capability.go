@@ -281,3 +281,14 @@ func opList() string {
 	sort.Strings(s)
 	return strings.Join(s, ", ")
 }
+
+// AllowsSomewhere reports whether caps grant op on at least one topic and
+// room (the request's own topic and rooms are checked with Allows).
+func AllowsSomewhere(caps []Capability, op Op) bool {
+	for _, c := range caps {
+		if hasOp(c, op) && len(c.Topics) > 0 {
+			return true
+		}
+	}
+	return false
+}

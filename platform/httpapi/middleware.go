@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -151,4 +152,21 @@ func BindJSON(c *gin.Context, v any) error {
 		return Errorf(CodeInvalidRequest, "invalid JSON body: trailing data after the object")
 	}
 	return nil
+}
+
+// BindOptionalJSON is BindJSON for an optional body: an empty body (of any
+// transfer encoding) leaves v as it is.
+func BindOptionalJSON(c *gin.Context, v any) error {
+	if c.Request.Body == nil {
+		return nil
+	}
+	raw, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		return ReadErr(err)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(raw))
+	return BindJSON(c, v)
 }

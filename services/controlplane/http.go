@@ -21,7 +21,7 @@ import (
 //	POST   /v1/tenants/{id}/reinstate operator (a top-up lifts the suspension)
 //	GET|POST /v1/signing-keys     operator: list kids; rotate (new key signs)
 //	POST   /v1/signing-keys/{kid}/retire  operator: its tokens stop verifying
-//	POST   /v1/tokens             tokens.mint (a key): {"ttl_seconds"?,"capabilities"?} → 201 {"token","expires_at"}
+//	POST   /v1/tokens             tokens.mint (a key): {"ttl_seconds"?,"capabilities"?} → 200 {"token","expires_at","ttl_seconds"}
 //	GET    /v1/tenant             any key: the caller's tenant
 //	PATCH  /v1/tenant             admin: {"strict_topics": bool}
 //	POST   /v1/keys               admin: {"name","role"} → 201 {"id","key",...} (plaintext once)
@@ -77,11 +77,15 @@ type tenantView struct {
 	StrictTopics bool   `json:"strict_topics"`
 	RetentionMs  int64  `json:"retention_ms"`
 	CreatedAt    string `json:"created_at"`
-	AdminKey     string `json:"admin_key,omitempty"`
+	Suspended    bool   `json:"suspended"`
+	// SuspendedReason is the operator's reason while suspended.
+	SuspendedReason string `json:"suspended_reason,omitempty"`
+	AdminKey        string `json:"admin_key,omitempty"`
 }
 
 func (s *Service) tenantView(t controlstate.Tenant) tenantView {
-	return tenantView{ID: t.ID, Plan: t.Plan, StrictTopics: t.StrictTopics, RetentionMs: s.RetentionMs(t.Plan), CreatedAt: t.CreatedAt.UTC().Format(timeFormat)}
+	return tenantView{ID: t.ID, Plan: t.Plan, StrictTopics: t.StrictTopics, RetentionMs: s.RetentionMs(t.Plan),
+		CreatedAt: t.CreatedAt.UTC().Format(timeFormat), Suspended: t.Suspended, SuspendedReason: t.SuspendedReason}
 }
 
 type keyView struct {
@@ -216,6 +220,9 @@ func (s *Service) revokeKey(c *gin.Context) {
 }
 
 func (s *Service) createTopic(c *gin.Context) {
+	if !auth.RequireSome(c, capability.OpTopicsManage) {
+		return
+	}
 	var req struct {
 		Name       string `json:"name"`
 		Partitions int    `json:"partitions"`
@@ -236,9 +243,13 @@ func (s *Service) createTopic(c *gin.Context) {
 	c.JSON(http.StatusCreated, s.topicView(t))
 }
 
-// listTopics lists the topics the caller may read.
+// listTopics lists the topics the caller may read (403 when it may read
+// none at all).
 func (s *Service) listTopics(c *gin.Context) {
 	p := auth.PrincipalOf(c)
+	if !auth.RequireSome(c, capability.OpTopicsRead) {
+		return
+	}
 	ts := s.State().Topics(p.Tenant)
 	out := make([]TopicView, 0, len(ts))
 	for _, t := range ts {
@@ -328,11 +339,9 @@ func (s *Service) setSuspended(c *gin.Context, suspended bool) {
 	var req struct {
 		Reason string `json:"reason"`
 	}
-	if c.Request.ContentLength != 0 {
-		if err := httpapi.BindJSON(c, &req); err != nil {
-			s.fail(c, err)
-			return
-		}
+	if err := httpapi.BindOptionalJSON(c, &req); err != nil {
+		s.fail(c, err)
+		return
 	}
 	if req.Reason == "" {
 		req.Reason = "billing"
@@ -399,11 +408,9 @@ func (s *Service) mintToken(c *gin.Context) {
 		TTLSeconds   int                     `json:"ttl_seconds"`
 		Capabilities []capability.Capability `json:"capabilities"`
 	}
-	if c.Request.ContentLength != 0 {
-		if err := httpapi.BindJSON(c, &req); err != nil {
-			s.fail(c, err)
-			return
-		}
+	if err := httpapi.BindOptionalJSON(c, &req); err != nil {
+		s.fail(c, err)
+		return
 	}
 	if req.TTLSeconds < 0 {
 		s.fail(c, httpapi.Errorf(httpapi.CodeValidation, "ttl_seconds must be positive"))
@@ -415,5 +422,5 @@ func (s *Service) mintToken(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339), "ttl_seconds": int(exp.Sub(now).Round(time.Second).Seconds())})
+	c.JSON(http.StatusOK, gin.H{"token": tok, "expires_at": exp.UTC().Format(timeFormat), "ttl_seconds": int(exp.Sub(now).Round(time.Second).Seconds())})
 }

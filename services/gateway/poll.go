@@ -35,14 +35,17 @@ const defaultConsumer = "default"
 
 func (g *Gateway) pollKey(c *gin.Context, tenant, group, consumer string) (pollgroup.Key, error) {
 	topic := c.Param("topic")
+	if group == "" {
+		return pollgroup.Key{}, httpapi.Errorf(httpapi.CodeInvalidRequest, "\"group\" is required")
+	}
 	if err := names.Group("group", group); err != nil {
-		return pollgroup.Key{}, httpapi.Errorf(httpapi.CodeInvalidRequest, "%v", err)
+		return pollgroup.Key{}, httpapi.Errorf(httpapi.CodeValidation, "%v", err)
 	}
 	if consumer == "" {
 		consumer = defaultConsumer
 	}
 	if err := names.Group("consumer", consumer); err != nil {
-		return pollgroup.Key{}, httpapi.Errorf(httpapi.CodeInvalidRequest, "%v", err)
+		return pollgroup.Key{}, httpapi.Errorf(httpapi.CodeValidation, "%v", err)
 	}
 	t, err := g.resolveTopic(c.Request.Context(), tenant, topic, false)
 	if err != nil {
@@ -148,7 +151,7 @@ type commitRequest struct {
 	Cursors  []string `json:"cursors"`
 }
 
-// commit acknowledges cursors of a batch this consumer received.
+// commit acknowledges cursors of a batch this consumer received: 204.
 func (g *Gateway) commit(c *gin.Context) {
 	p, ok := auth.RequireOn(c, capability.OpPoll, c.Param("topic"), "")
 	if !ok {
@@ -181,7 +184,9 @@ func (g *Gateway) commit(c *gin.Context) {
 		g.fail(c, pollErr(err))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"committed": req.Cursors})
+	// Cursors of partitions this consumer no longer owns, or that it was
+	// never given, are skipped: the group's new owner redelivers them.
+	c.Status(http.StatusNoContent)
 }
 
 // encodeMessages writes the poll response by hand so that JSON payloads go
