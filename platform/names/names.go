@@ -74,6 +74,10 @@ func (m Mapper) Group(tenant, topic, group string) string {
 // No tenant id can start with "_", so it never collides with tenant topics.
 func (m Mapper) ControlTopic() string { return m.Prefix + ".__control" }
 
+// UsageTopic holds per-process message counts for monthly quotas,
+// <prefix>.__usage.
+func (m Mapper) UsageTopic() string { return m.Prefix + ".__usage" }
+
 // SplitKafkaTopic reverses KafkaTopic; ok is false for other names.
 func (m Mapper) SplitKafkaTopic(kafkaTopic string) (tenant, topic string, ok bool) {
 	rest, found := strings.CutPrefix(kafkaTopic, m.Prefix+".")

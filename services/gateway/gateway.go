@@ -25,12 +25,20 @@ type Topics interface {
 	EnsureKafkaTopic(ctx context.Context, t controlstate.Topic) error
 }
 
+// Quota is what the gateway needs of the tenant limits: message rate and
+// monthly quota checks before a publish, and counting after Kafka acked.
+type Quota interface {
+	AllowMessages(tenant, plan string, n int) error
+	Record(tenant string, n int)
+}
+
 // Gateway serves publish and poll.
 type Gateway struct {
 	cfg      config.Config
 	log      *slog.Logger
 	state    *controlstate.State
 	topics   Topics
+	quota    Quota
 	mapper   names.Mapper
 	producer *kgo.Client
 	polls    *pollgroup.Manager
@@ -44,7 +52,7 @@ type metrics struct {
 }
 
 // New makes a Gateway. clientOpts reach Kafka; reg receives metrics.
-func New(cfg config.Config, state *controlstate.State, topics Topics, clientOpts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
+func New(cfg config.Config, state *controlstate.State, topics Topics, quota Quota, clientOpts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
 	// Leave room for record overhead above the largest payload.
 	maxBatch := int32(cfg.Publish.MaxMessageBytes + cfg.Publish.MaxRoomLength + 64<<10)
 	producer, err := kgo.NewClient(append(append([]kgo.Opt{}, clientOpts...),
@@ -73,7 +81,7 @@ func New(cfg config.Config, state *controlstate.State, topics Topics, clientOpts
 		return nil, fmt.Errorf("gateway: poll groups: %w", err)
 	}
 	g := &Gateway{
-		cfg: cfg, log: log, state: state, topics: topics, mapper: names.Mapper{Prefix: cfg.Kafka.TopicPrefix},
+		cfg: cfg, log: log, state: state, topics: topics, quota: quota, mapper: names.Mapper{Prefix: cfg.Kafka.TopicPrefix},
 		producer: producer, polls: polls,
 		metrics: metrics{
 			published: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_published_messages_total", Help: "Messages acknowledged by Kafka through publish."}),

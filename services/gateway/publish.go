@@ -88,6 +88,11 @@ func (g *Gateway) publish(c *gin.Context) {
 		g.fail(c, err)
 		return
 	}
+	tenant, _ := g.state.Tenant(p.Tenant)
+	if err := g.quota.AllowMessages(p.Tenant, tenant.Plan, len(recs)); err != nil {
+		g.fail(c, err)
+		return
+	}
 	for _, r := range recs {
 		r.Topic = topic.KafkaTopic
 	}
@@ -96,6 +101,7 @@ func (g *Gateway) publish(c *gin.Context) {
 		g.fail(c, err)
 		return
 	}
+	g.quota.Record(p.Tenant, len(recs))
 	g.metrics.published.Add(float64(len(recs)))
 	g.metrics.publishSeconds.Observe(time.Since(start).Seconds())
 	if batch {

@@ -29,6 +29,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/embedkafka"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/limits"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
@@ -44,6 +45,7 @@ const (
 
 	modKafka      = "kafka"
 	modControlLog = "controllog"
+	modLimits     = "limits"
 	modServer     = "server"
 )
 
@@ -53,7 +55,8 @@ var deps = map[string][]string{
 	ControlPlane:  {modKafka, modControlLog, modServer},
 	Gateway:       {modKafka, modControlLog, modServer},
 	modControlLog: {modKafka},
-	modServer:     {modControlLog},
+	modLimits:     {modKafka},
+	modServer:     {modControlLog, modLimits},
 	modKafka:      nil,
 }
 
@@ -84,6 +87,7 @@ type App struct {
 	admClient  *kgo.Client
 	adm        *kadm.Client
 	clog       *controlstate.Log
+	limiter    *limits.Limiter
 	engine     *gin.Engine
 	api        *gin.RouterGroup
 	server     *http.Server
@@ -94,6 +98,7 @@ type App struct {
 	services []service
 	// pending holds readiness back until set false (bootstrap done).
 	pending atomic.Bool
+	clock   atomic.Pointer[func() time.Time]
 	// Addr is the HTTP listener's address once started.
 	Addr string
 	// BootstrapKey is the admin key generated on a first embedded start
@@ -146,7 +151,7 @@ func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Log
 	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry(), targets: targets}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	inits := map[string]func(context.Context) error{
-		modKafka: a.initKafka, modControlLog: a.initControlLog, modServer: a.initServer,
+		modKafka: a.initKafka, modControlLog: a.initControlLog, modLimits: a.initLimits, modServer: a.initServer,
 		ControlPlane: a.initControlPlane, Gateway: a.initGateway, All: func(context.Context) error { return nil },
 	}
 	for _, m := range mods {
@@ -201,6 +206,58 @@ func (a *App) initControlLog(ctx context.Context) error {
 	return nil
 }
 
+func (a *App) initLimits(ctx context.Context) error {
+	octx, cancel := context.WithTimeout(ctx, 2*a.cfg.Kafka.RequestTimeout)
+	defer cancel()
+	l, err := limits.New(octx, limits.Config{
+		Limits:            a.cfg.Limits,
+		ClientOpts:        a.clientOpts,
+		UsageTopic:        names.Mapper{Prefix: a.cfg.Kafka.TopicPrefix}.UsageTopic(),
+		ReplicationFactor: int16(a.cfg.Kafka.ReplicationFactor),
+		Now:               a.now,
+		Logger:            a.log.With("component", "limits"),
+		Registerer:        a.reg,
+	})
+	if err != nil {
+		return err
+	}
+	a.limiter = l
+	a.add(service{name: "limits", run: l.Run, stop: func(context.Context) { l.Close() }})
+	return nil
+}
+
+// rateLimit applies the tenant's request rate limit (429 with Retry-After)
+// to every authenticated call but the operator's.
+func (a *App) rateLimit(c *gin.Context) {
+	p := auth.PrincipalOf(c)
+	if p.Operator {
+		c.Next()
+		return
+	}
+	t, _ := a.clog.State().Tenant(p.Tenant)
+	if err := a.limiter.AllowRequest(p.Tenant, t.Plan); err != nil {
+		httpapi.Abort(c, nil, err)
+		return
+	}
+	c.Next()
+}
+
+// SetClock replaces the clock used for token expiry, minting and limits
+// (tests); nil restores time.Now.
+func (a *App) SetClock(now func() time.Time) {
+	if now == nil {
+		now = time.Now
+	}
+	a.clock.Store(&now)
+}
+
+func (a *App) now() time.Time {
+	if f := a.clock.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
+
 func (a *App) initServer(ctx context.Context) error {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
@@ -212,10 +269,10 @@ func (a *App) initServer(ctx context.Context) error {
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
-	authn := &auth.Authenticator{State: a.clog.State(), OperatorKey: a.cfg.OperatorKey}
+	authn := &auth.Authenticator{State: a.clog.State(), OperatorKey: a.cfg.OperatorKey, Now: a.now}
 	// EventSource cannot set headers: SSE takes ?token= too.
 	sse := func(c *gin.Context) bool { return strings.HasSuffix(c.FullPath(), "/events") }
-	a.api = e.Group("/", a.requireReady, authn.Middleware(sse))
+	a.api = e.Group("/", a.requireReady, authn.Middleware(sse), a.rateLimit)
 	a.engine = e
 	ln, err := net.Listen("tcp", a.cfg.HTTP.Addr)
 	if err != nil {
@@ -264,7 +321,9 @@ func (a *App) readyz(c *gin.Context) {
 }
 
 // ready: the control log has caught up and bootstrap is done.
-func (a *App) ready() bool { return a.clog != nil && a.clog.Ready() && !a.pending.Load() }
+func (a *App) ready() bool {
+	return a.clog != nil && a.clog.Ready() && !a.pending.Load() && (a.limiter == nil || a.limiter.Ready())
+}
 
 func (a *App) requireReady(c *gin.Context) {
 	if !a.ready() {
@@ -277,6 +336,7 @@ func (a *App) requireReady(c *gin.Context) {
 func (a *App) controlPlane() *controlplane.Service {
 	if a.cp == nil {
 		a.cp = controlplane.New(a.cfg, a.clog, a.adm, a.log.With("component", "controlplane"))
+		a.cp.Now = a.now
 	}
 	return a.cp
 }
@@ -310,7 +370,7 @@ func (a *App) initControlPlane(ctx context.Context) error {
 }
 
 func (a *App) initGateway(ctx context.Context) error {
-	g, err := gateway.New(a.cfg, a.clog.State(), a.controlPlane(), a.clientOpts, a.log.With("component", "gateway"), a.reg)
+	g, err := gateway.New(a.cfg, a.clog.State(), a.controlPlane(), a.limiter, a.clientOpts, a.log.With("component", "gateway"), a.reg)
 	if err != nil {
 		return err
 	}
