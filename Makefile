@@ -18,7 +18,7 @@ test: ## every test, against a real broker (started and stopped by scripts/test.
 	scripts/test.sh $(GOTEST_FLAGS)
 
 test-unit: ## fast tests on the embedded broker only
-	go test -count=1 ./platform/... ./services/...
+	go test -count=1 ./platform/... ./services/... ./proto/...
 
 bench: build ## benchmarks against the real broker; see docs/benchmarks.md
 	scripts/bench.sh
