@@ -57,6 +57,10 @@ type HTTP struct {
 	// MaxBodyBytes caps any request body (bytes); default 16 MiB. Publish
 	// has its own, smaller limits.
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// CORSOrigins may call the API from a browser (CORS); default ["*"].
+	// Credentials are bearer headers, never cookies, so "*" exposes
+	// nothing a page could not already send. Empty disables CORS.
+	CORSOrigins []string `mapstructure:"cors_origins"`
 }
 
 // Log configures log/slog output on stderr.
@@ -186,6 +190,7 @@ func Defaults() Config {
 			IdleTimeout:       120 * time.Second,
 			ShutdownTimeout:   30 * time.Second,
 			MaxBodyBytes:      16 << 20,
+			CORSOrigins:       []string{"*"},
 		},
 		DataDir: "./data",
 		Log:     Log{Level: "info", Format: "text"},

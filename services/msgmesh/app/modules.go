@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gin-contrib/cors"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -264,6 +265,20 @@ func (a *App) initServer(ctx context.Context) error {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	e.Use(httpapi.RequestID(), httpapi.Recover(a.log), httpapi.AccessLog(a.log), httpapi.LimitBody(a.cfg.HTTP.MaxBodyBytes))
+	if origins := a.cfg.HTTP.CORSOrigins; len(origins) > 0 {
+		cc := cors.Config{
+			AllowMethods:  []string{"GET", "POST", "PATCH", "DELETE"},
+			AllowHeaders:  []string{"Authorization", "Content-Type", "Last-Event-ID", "X-Request-Id"},
+			ExposeHeaders: []string{"X-Request-Id", "Retry-After"},
+			MaxAge:        10 * time.Minute,
+		}
+		if len(origins) == 1 && origins[0] == "*" {
+			cc.AllowAllOrigins = true
+		} else {
+			cc.AllowOrigins = origins
+		}
+		e.Use(cors.New(cc))
+	}
 	e.NoRoute(httpapi.NoRoute)
 	e.NoMethod(httpapi.NoMethod)
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
