@@ -90,8 +90,13 @@ func (a *Authenticator) Authenticate(cred string) (Principal, error) {
 // stores the Principal for handlers (PrincipalOf).
 func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		cred, hasBearer := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-		if !hasBearer && allowQueryToken != nil && allowQueryToken(c) {
+		header := c.GetHeader("Authorization")
+		cred, hasBearer := strings.CutPrefix(header, "Bearer ")
+		switch {
+		case header != "" && !hasBearer:
+			httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeUnauthenticated, "unsupported Authorization scheme: send Authorization: Bearer <key or token>"))
+			return
+		case header == "" && allowQueryToken != nil && allowQueryToken(c):
 			cred = c.Query("token")
 		}
 		p, err := a.Authenticate(cred)

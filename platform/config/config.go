@@ -31,6 +31,8 @@ type Config struct {
 	Poll    Poll    `mapstructure:"poll"`
 	Tokens  Tokens  `mapstructure:"tokens"`
 	Limits  Limits  `mapstructure:"limits"`
+	// Realtime configures SSE and WebSocket delivery.
+	Realtime Realtime `mapstructure:"realtime"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.
@@ -120,6 +122,14 @@ type Publish struct {
 	MaxHeaders int `mapstructure:"max_headers"`
 }
 
+// RecordBatchBytes is the largest record batch MsgMesh produces (bytes):
+// the largest payload plus room for the key, headers and batch overhead.
+// Tenant topics get it as max.message.bytes and the producer as its batch
+// limit, so a payload of exactly MaxMessageBytes is always accepted.
+func (p Publish) RecordBatchBytes() int {
+	return p.MaxMessageBytes + p.MaxRoomLength + 64<<10
+}
+
 // Poll configures long-poll consumer groups.
 type Poll struct {
 	// DefaultWait is wait_ms when a request names none; default 5s.
@@ -149,6 +159,51 @@ type Tokens struct {
 	DefaultTTL time.Duration `mapstructure:"default_ttl"`
 	// MaxTTL caps ttl_seconds; default 24h.
 	MaxTTL time.Duration `mapstructure:"max_ttl"`
+}
+
+// Realtime configures SSE (GET /v1/topics/{topic}/events) and WebSocket
+// (GET /v1/ws) delivery.
+type Realtime struct {
+	// ReplayWindowRecords caps how many records behind the end of a
+	// partition a resume may start; further back the stream says
+	// msgmesh-resync and continues live. Default 10000.
+	ReplayWindowRecords int64 `mapstructure:"replay_window_records"`
+	// ReplayWindowAge caps how old the first missed record of a resume may
+	// be; older: msgmesh-resync. Default 24h. Resume never reaches past
+	// Kafka's retention either way.
+	ReplayWindowAge time.Duration `mapstructure:"replay_window_age"`
+	// Heartbeat is the interval of SSE comment lines and WebSocket pings,
+	// and of re-checking a stream's credential (revocation); default 15s.
+	Heartbeat time.Duration `mapstructure:"heartbeat"`
+	// RetryHint is the SSE "retry:" reconnect delay sent to clients;
+	// default 2s.
+	RetryHint time.Duration `mapstructure:"retry_hint"`
+	// SubscriberBuffer is how many live records one subscriber may have
+	// queued; when full it leaves the live feed and catches up from Kafka
+	// from its own position (never slowing the others). Default 1024.
+	SubscriberBuffer int `mapstructure:"subscriber_buffer"`
+	// MaxSubscribers caps SSE streams plus WebSocket subscriptions on one
+	// process; over it: 429 too_many_subscribers. Default 10000.
+	MaxSubscribers int `mapstructure:"max_subscribers"`
+	// MaxCatchups caps subscribers reading Kafka directly at once (resume
+	// backfill or a slow subscriber catching up); others wait their turn.
+	// Default 256.
+	MaxCatchups int `mapstructure:"max_catchups"`
+	// HubLinger keeps a topic's shared Kafka reader open this long after
+	// its last subscriber left; default 5s.
+	HubLinger time.Duration `mapstructure:"hub_linger"`
+	// WriteTimeout bounds one write to a client; a client that does not
+	// read for this long is disconnected (SSE ends; WebSocket close 4008)
+	// and resumes with its last id. Default 30s.
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	// WSMaxSubscriptions caps subscriptions of one WebSocket; default 100.
+	WSMaxSubscriptions int `mapstructure:"ws_max_subscriptions"`
+	// WSQueueFrames is each WebSocket subscription's bounded queue of
+	// frames waiting for the connection's writer; default 256.
+	WSQueueFrames int `mapstructure:"ws_queue_frames"`
+	// TokenExpiringLead is how long before a token expires a WebSocket
+	// gets a token-expiring frame; default 30s.
+	TokenExpiringLead time.Duration `mapstructure:"token_expiring_lead"`
 }
 
 // Limits holds per-plan limits, applied per tenant.
@@ -225,6 +280,20 @@ func Defaults() Config {
 			MaxConsumers:        1000,
 		},
 		Tokens: Tokens{DefaultTTL: 15 * time.Minute, MaxTTL: 24 * time.Hour},
+		Realtime: Realtime{
+			ReplayWindowRecords: 10000,
+			ReplayWindowAge:     24 * time.Hour,
+			Heartbeat:           15 * time.Second,
+			RetryHint:           2 * time.Second,
+			SubscriberBuffer:    1024,
+			MaxSubscribers:      10000,
+			MaxCatchups:         256,
+			HubLinger:           5 * time.Second,
+			WriteTimeout:        30 * time.Second,
+			WSMaxSubscriptions:  100,
+			WSQueueFrames:       256,
+			TokenExpiringLead:   30 * time.Second,
+		},
 		Limits: Limits{
 			Free: PlanLimits{RequestsPerSecond: 100, MessagesPerSecond: 1000, MonthlyMessages: 1_000_000},
 			Paid: PlanLimits{RequestsPerSecond: 5000, MessagesPerSecond: 100_000, MonthlyMessages: 1_000_000_000},
@@ -256,6 +325,9 @@ func (c Config) Validate() error {
 		"kafka.request_timeout": c.Kafka.RequestTimeout, "poll.max_wait": c.Poll.MaxWait,
 		"poll.consumer_idle_timeout": c.Poll.ConsumerIdleTimeout, "poll.session_timeout": c.Poll.SessionTimeout,
 		"topics.free_retention": c.Topics.FreeRetention, "topics.paid_retention": c.Topics.PaidRetention,
+		"realtime.replay_window_age": c.Realtime.ReplayWindowAge, "realtime.heartbeat": c.Realtime.Heartbeat,
+		"realtime.retry_hint": c.Realtime.RetryHint, "realtime.hub_linger": c.Realtime.HubLinger,
+		"realtime.write_timeout": c.Realtime.WriteTimeout, "realtime.token_expiring_lead": c.Realtime.TokenExpiringLead,
 	} {
 		if d <= 0 {
 			bad(k, "must be a positive duration, got %v", d)
@@ -315,6 +387,9 @@ func (c Config) Validate() error {
 		"publish.max_batch_messages": c.Publish.MaxBatchMessages, "publish.max_room_length": c.Publish.MaxRoomLength,
 		"publish.max_headers": c.Publish.MaxHeaders, "poll.default_max": c.Poll.DefaultMax, "poll.max_max": c.Poll.MaxMax,
 		"poll.default_max_bytes": c.Poll.DefaultMaxBytes, "poll.max_consumers": c.Poll.MaxConsumers,
+		"realtime.subscriber_buffer": c.Realtime.SubscriberBuffer, "realtime.max_subscribers": c.Realtime.MaxSubscribers,
+		"realtime.max_catchups": c.Realtime.MaxCatchups, "realtime.ws_max_subscriptions": c.Realtime.WSMaxSubscriptions,
+		"realtime.ws_queue_frames": c.Realtime.WSQueueFrames,
 	} {
 		if v <= 0 {
 			bad(k, "must be positive, got %d", v)
@@ -325,6 +400,9 @@ func (c Config) Validate() error {
 	}
 	if c.Poll.DefaultMax > c.Poll.MaxMax {
 		bad("poll.default_max", "must not exceed poll.max_max")
+	}
+	if c.Realtime.ReplayWindowRecords <= 0 {
+		bad("realtime.replay_window_records", "must be positive, got %d", c.Realtime.ReplayWindowRecords)
 	}
 	if c.BootstrapAdminKey != "" && !keyRE.MatchString(c.BootstrapAdminKey) {
 		bad("bootstrap_admin_key", `want "mm_" followed by at least 32 of [A-Za-z0-9_-]`)

@@ -190,10 +190,14 @@ func (s *Service) CreateTopic(ctx context.Context, tenant, name string, partitio
 func (s *Service) EnsureKafkaTopic(ctx context.Context, t controlstate.Topic) error {
 	tenant, _ := s.State().Tenant(t.Tenant)
 	retention := strconv.FormatInt(s.RetentionMs(tenant.Plan), 10)
+	// The broker's default message.max.bytes (1048588) would refuse a
+	// payload of exactly publish.max_message_bytes once key and headers
+	// are added: raise it to what the producer may send.
+	maxMessage := strconv.Itoa(s.cfg.Publish.RecordBatchBytes())
 	deadline := time.Now().Add(s.cfg.Kafka.RequestTimeout)
 	for {
 		resp, err := s.adm.CreateTopic(ctx, t.Partitions, int16(s.cfg.Kafka.ReplicationFactor),
-			map[string]*string{"retention.ms": &retention}, t.KafkaTopic)
+			map[string]*string{"retention.ms": &retention, "max.message.bytes": &maxMessage}, t.KafkaTopic)
 		if err == nil {
 			err = resp.Err
 		}

@@ -53,8 +53,7 @@ type metrics struct {
 
 // New makes a Gateway. clientOpts reach Kafka; reg receives metrics.
 func New(cfg config.Config, state *controlstate.State, topics Topics, quota Quota, clientOpts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
-	// Leave room for record overhead above the largest payload.
-	maxBatch := int32(cfg.Publish.MaxMessageBytes + cfg.Publish.MaxRoomLength + 64<<10)
+	maxBatch := int32(cfg.Publish.RecordBatchBytes())
 	producer, err := kgo.NewClient(append(append([]kgo.Opt{}, clientOpts...),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // with the idempotent producer (franz-go's default)
 		kgo.ProducerBatchMaxBytes(maxBatch),

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -97,6 +98,9 @@ func (g *Gateway) poll(c *gin.Context) {
 	ctx := c.Request.Context()
 	b, err := g.polls.Poll(ctx, pollgroup.Request{Key: key, Max: max, MaxBytes: maxBytes, Wait: time.Duration(waitMs) * time.Millisecond})
 	if err != nil {
+		if clientGone(c, err) {
+			return
+		}
 		g.fail(c, pollErr(err))
 		return
 	}
@@ -115,6 +119,19 @@ func (g *Gateway) poll(c *gin.Context) {
 	c.Writer.Flush()
 	b.Delivered()
 	g.metrics.polled.Add(float64(len(b.Records)))
+}
+
+// StatusClientClosed is logged (never sent) when the client hung up first.
+const StatusClientClosed = 499
+
+// clientGone reports whether err only says the client went away; the
+// request is then ended quietly (no 5xx is logged for a client's timeout).
+func clientGone(c *gin.Context, err error) bool {
+	if c.Request.Context().Err() == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	c.AbortWithStatus(StatusClientClosed)
+	return true
 }
 
 // bounded reads an optional positive int: nil → def, over max → max.

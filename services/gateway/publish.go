@@ -98,6 +98,10 @@ func (g *Gateway) publish(c *gin.Context) {
 	}
 	cursors, err := g.produce(ctx, topic, recs)
 	if err != nil {
+		if clientGone(c, err) {
+			g.log.Debug("publish abandoned by the client; its records may still be written", "request_id", httpapi.RequestIDOf(c))
+			return
+		}
 		g.fail(c, err)
 		return
 	}
@@ -163,6 +167,9 @@ func (g *Gateway) parsePublish(c *gin.Context, body []byte) (recs []*kgo.Record,
 			recs = append(recs, r)
 		}
 		return recs, true, nil
+	}
+	if len(body) == 0 && ct == "" {
+		return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "empty body: send {\"data\": ...} as JSON, or a raw body with its Content-Type")
 	}
 	if len(body) > g.cfg.Publish.MaxMessageBytes {
 		return nil, false, httpapi.Errorf(httpapi.CodePayloadTooLarge, "message of %d bytes is over the %d byte limit", len(body), g.cfg.Publish.MaxMessageBytes)
@@ -291,9 +298,26 @@ func (g *Gateway) produceOnce(ctx context.Context, recs []*kgo.Record) error {
 			wg.Done()
 		})
 	}
-	wg.Wait()
+	// The idempotent producer never fails a record it already sent without
+	// an answer, so a dead broker would hold the request forever: answer
+	// 503 after kafka.request_timeout instead (the records may still land).
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	timer := time.NewTimer(g.cfg.Kafka.RequestTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		return errProduceTimeout
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	return first
 }
+
+var errProduceTimeout = errors.New("no acknowledgement from Kafka within kafka.request_timeout")
 
 // resolveTopic finds a tenant's topic. When it does not exist: 404 with
 // the strict topic gate on (or when create is false), else it is created.
