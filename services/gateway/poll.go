@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
@@ -241,7 +242,7 @@ func encodeMessages(recs []*kgo.Record) []byte {
 				ct, hasCT = string(h.Value), true
 			}
 		}
-		if (hasCT && isJSON(ct) || !hasCT) && json.Valid(r.Value) {
+		if (hasCT && isJSON(ct) || !hasCT) && gojson.Valid(r.Value) {
 			b = append(b, `,"data":`...)
 			b = append(b, r.Value...)
 		} else {

