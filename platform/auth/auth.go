@@ -51,8 +51,14 @@ type Principal struct {
 
 // Can reports whether p may do op on topic ("" = tenant-wide) in room
 // ("" = every room).
+//
+// A token never manages keys or mints tokens, whatever its capabilities
+// say: a credential that expires must not make ones that do not.
 func (p Principal) Can(op capability.Op, topic, room string) bool {
 	if p.Operator {
+		return false
+	}
+	if p.TokenID != "" && (op == capability.OpKeysManage || op == capability.OpTokensMint) {
 		return false
 	}
 	return capability.Allows(p.Caps, op, topic, room)

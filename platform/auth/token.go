@@ -66,7 +66,8 @@ func MintToken(st *controlstate.State, now time.Time, tenant, parentKey string, 
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	exp := now.Add(ttl).Truncate(time.Second)
+	// JWT times are whole seconds: round up so the token lives its full ttl.
+	exp := now.Add(ttl + time.Second - 1).Truncate(time.Second)
 	claims := TokenClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    TokenIssuer,

@@ -337,7 +337,20 @@ func (s *Service) RotateSigningKey(ctx context.Context) (string, error) {
 }
 
 // RetireSigningKey stops kid verifying: its tokens are refused at once.
+//
+// The last unretired key cannot be retired (409): rotate first.
 func (s *Service) RetireSigningKey(ctx context.Context, kid string) error {
+	if cur, ok := s.State().CurrentSigningKey(); ok && cur.KID == kid {
+		live := 0
+		for _, k := range s.State().SigningKeys() {
+			if !k.Retired {
+				live++
+			}
+		}
+		if live == 1 {
+			return httpapi.Errorf(httpapi.CodeConflict, "%s is the only signing key: rotate first (POST /v1/signing-keys), then retire it", kid)
+		}
+	}
 	_, err := s.clog.Append(ctx, controlstate.TypeSigningKeyRetired, controlstate.SigningKeyRetiredData{KID: kid})
 	return appendErr(err, httpapi.CodeNotFound, "signing key "+strconv.Quote(kid))
 }

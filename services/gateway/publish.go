@@ -83,13 +83,13 @@ func (g *Gateway) publish(c *gin.Context) {
 			return
 		}
 	}
-	topic, err := g.resolveTopic(ctx, p.Tenant, name, true)
-	if err != nil {
+	tenant, _ := g.state.Tenant(p.Tenant)
+	if err := g.quota.AllowMessages(p.Tenant, tenant.Plan, len(recs)); err != nil {
 		g.fail(c, err)
 		return
 	}
-	tenant, _ := g.state.Tenant(p.Tenant)
-	if err := g.quota.AllowMessages(p.Tenant, tenant.Plan, len(recs)); err != nil {
+	topic, err := g.resolveTopic(ctx, p.Tenant, name, true)
+	if err != nil {
 		g.fail(c, err)
 		return
 	}
