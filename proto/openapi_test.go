@@ -195,6 +195,7 @@ func TestOpenAPIOperations(t *testing.T) {
 		"POST /v1/keys", "GET /v1/keys", "DELETE /v1/keys/{id}",
 		"POST /v1/topics", "GET /v1/topics", "GET /v1/topics/{topic}", "DELETE /v1/topics/{topic}",
 		"POST /v1/topics/{topic}/messages", "POST /v1/topics/{topic}/poll", "POST /v1/topics/{topic}/commit",
+		"GET /v1/topics/{topic}/events", "GET /v1/ws",
 	}
 	sort.Strings(got)
 	sort.Strings(want)

@@ -49,6 +49,8 @@ var (
 	CodeKafkaUnavailable  = Code{503, "kafka_unavailable", "Kafka did not acknowledge in time; nothing is confirmed. Retry with backoff (a retried publish may duplicate)."}
 	CodeNotReady          = Code{503, "not_ready", "The node is still catching up with the control log. Retry shortly."}
 	CodeShuttingDown      = Code{503, "shutting_down", "The node is shutting down. Retry against another node."}
+	CodeInvalidCursor     = Code{400, "invalid_cursor", "The cursor or Last-Event-ID is malformed, names a partition the topic does not have, or an offset beyond the end of the log. Fix it, or reconnect without one to start live."}
+	CodeTooManySubs       = Code{429, "too_many_subscribers", "This node holds its maximum number of realtime subscribers. Retry after Retry-After, ideally against another node."}
 )
 
 // Catalog lists every code, for docs and the OpenAPI check.
@@ -57,7 +59,7 @@ var Catalog = []Code{
 	CodeCredentialRevoked, CodeTokenExpired, CodeInvalidToken, CodeForbidden, CodeTenantSuspended, CodeNotFound, CodeTopicNotFound, CodeTenantNotFound,
 	CodeKeyNotFound, CodeConsumerNotFound, CodeMethodNotAllowed, CodeConflict, CodePayloadTooLarge,
 	CodeUnsupportedMedia, CodeValidation, CodeRateLimited, CodeQuotaExceeded, CodeTooManyConsumers, CodeInternal,
-	CodeKafkaUnavailable, CodeNotReady, CodeShuttingDown,
+	CodeKafkaUnavailable, CodeNotReady, CodeShuttingDown, CodeInvalidCursor, CodeTooManySubs,
 }
 
 // Error is an API error: a catalog code, a message for the client, and

@@ -34,6 +34,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
+	"github.com/msgmesh/msgmesh/services/realtime"
 )
 
 // Targets and internal modules. A target is what --target names; each
@@ -43,6 +44,7 @@ const (
 	All          = "all"
 	ControlPlane = "controlplane"
 	Gateway      = "gateway"
+	Realtime     = "realtime"
 
 	modKafka      = "kafka"
 	modControlLog = "controllog"
@@ -52,9 +54,10 @@ const (
 
 // deps is the dependency graph; a target's modules start after theirs.
 var deps = map[string][]string{
-	All:           {ControlPlane, Gateway},
+	All:           {ControlPlane, Gateway, Realtime},
 	ControlPlane:  {modKafka, modControlLog, modServer},
 	Gateway:       {modKafka, modControlLog, modServer},
+	Realtime:      {modKafka, modControlLog, modServer},
 	modControlLog: {modKafka},
 	modLimits:     {modKafka},
 	modServer:     {modControlLog, modLimits},
@@ -66,6 +69,7 @@ var Targets = map[string]string{
 	All:          "every API on one listener (default)",
 	ControlPlane: "tenants, keys and topics (/v1/tenants, /v1/keys, /v1/topics)",
 	Gateway:      "publish, poll and commit (/v1/topics/{topic}/messages|poll|commit)",
+	Realtime:     "SSE and WebSocket delivery (/v1/topics/{topic}/events, /v1/ws)",
 }
 
 // service is a running module: Run blocks until ctx ends or it fails;
@@ -95,6 +99,8 @@ type App struct {
 	listener   net.Listener
 	cp         *controlplane.Service
 	gw         *gateway.Gateway
+	rt         *realtime.Service
+	authn      *auth.Authenticator
 
 	services []service
 	// pending holds readiness back until set false (bootstrap done).
@@ -153,7 +159,7 @@ func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Log
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	inits := map[string]func(context.Context) error{
 		modKafka: a.initKafka, modControlLog: a.initControlLog, modLimits: a.initLimits, modServer: a.initServer,
-		ControlPlane: a.initControlPlane, Gateway: a.initGateway, All: func(context.Context) error { return nil },
+		ControlPlane: a.initControlPlane, Gateway: a.initGateway, Realtime: a.initRealtime, All: func(context.Context) error { return nil },
 	}
 	for _, m := range mods {
 		if err := inits[m](ctx); err != nil {
@@ -285,8 +291,12 @@ func (a *App) initServer(ctx context.Context) error {
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
 	authn := &auth.Authenticator{State: a.clog.State(), OperatorKey: a.cfg.OperatorKey, Now: a.now}
-	// EventSource cannot set headers: SSE takes ?token= too.
-	sse := func(c *gin.Context) bool { return strings.HasSuffix(c.FullPath(), "/events") }
+	a.authn = authn
+	// EventSource and browser WebSockets cannot set headers: SSE and
+	// /v1/ws take ?token= too.
+	sse := func(c *gin.Context) bool {
+		return strings.HasSuffix(c.FullPath(), "/events") || c.FullPath() == "/v1/ws"
+	}
 	a.api = e.Group("/", a.requireReady, authn.Middleware(sse), a.rateLimit)
 	a.engine = e
 	ln, err := net.Listen("tcp", a.cfg.HTTP.Addr)
@@ -393,6 +403,32 @@ func (a *App) initGateway(ctx context.Context) error {
 	g.Routes(a.api)
 	a.gw = g
 	a.add(service{name: "gateway", run: g.Run, stop: g.Close})
+	return nil
+}
+
+func (a *App) initRealtime(ctx context.Context) error {
+	rt, err := realtime.New(realtime.Config{
+		Realtime:       a.cfg.Realtime,
+		CORSOrigins:    a.cfg.HTTP.CORSOrigins,
+		RequestTimeout: a.cfg.Kafka.RequestTimeout,
+		TopicPrefix:    a.cfg.Kafka.TopicPrefix,
+		State:          a.clog.State(),
+		ClientOpts:     a.clientOpts,
+		Authenticate:   a.authn.Authenticate,
+		Now:            a.now,
+		Logger:         a.log.With("component", "realtime"),
+		Registerer:     a.reg,
+	})
+	if err != nil {
+		return err
+	}
+	a.clog.OnApply(rt.OnControlEvent)
+	rt.Routes(a.api)
+	// Streams never end by themselves: end them when shutdown starts so
+	// that the server's graceful shutdown does not wait for them.
+	a.server.RegisterOnShutdown(rt.Shutdown)
+	a.rt = rt
+	a.add(service{name: "realtime", run: rt.Run, stop: rt.Close})
 	return nil
 }
 

@@ -1,0 +1,268 @@
+package realtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A hub is the one Kafka reader of a topic on this process. It starts at
+// the end of every partition (offsets it lists itself, so its position is
+// known exactly) and hands each record to every live subscriber that
+// wants it, without ever blocking: a subscriber whose buffer is full is
+// dropped from the live feed and catches up from Kafka on its own.
+type hub struct {
+	s     *Service
+	key   string
+	topic string // Kafka topic
+	parts int32
+
+	ready chan struct{} // closed once started (or failed: err)
+	err   error
+
+	mu     sync.Mutex
+	refs   int
+	linger *time.Timer
+	subs   map[*liveSub]struct{}
+	// front[p] is the offset of the next record the hub will hand out
+	// for partition p: everything before it was handed to the live
+	// subscribers of the time.
+	front  []int64
+	closed error // set once the hub stopped: why
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// item is one record as the hub hands it out, its message JSON encoded
+// once for every subscriber.
+type item struct {
+	rec *kgo.Record
+	msg []byte
+}
+
+// liveSub is a subscriber's place in a hub's live feed: a bounded buffer
+// the hub never waits on.
+type liveSub struct {
+	part int32  // -1: every partition
+	room []byte // nil: every room
+	ch   chan *item
+	// why is set before ch is closed by the hub: errLagged (buffer full)
+	// or the hub's closing reason.
+	why error
+}
+
+var (
+	// errLagged: the subscriber's live buffer overflowed; it catches up.
+	errLagged = errors.New("subscriber fell behind the live feed")
+	// errTopicDeleted: the topic was deleted; streams end.
+	errTopicDeleted = errors.New("topic deleted")
+	// errShutdown: the process is stopping; streams end.
+	errShutdown = errors.New("server shutting down")
+)
+
+func (l *liveSub) wants(r *kgo.Record) bool {
+	if l.part >= 0 && r.Partition != l.part {
+		return false
+	}
+	return l.room == nil || string(r.Key) == string(l.room)
+}
+
+// acquireHub returns the running hub of kafkaTopic (epoch-keyed), starting
+// one if needed, and waits until it knows its position. Release it with
+// releaseHub.
+func (s *Service) acquireHub(ctx context.Context, kafkaTopic, epoch string, parts int32) (*hub, error) {
+	key := kafkaTopic + "/" + epoch
+	s.hubsMu.Lock()
+	if s.stopping {
+		s.hubsMu.Unlock()
+		return nil, errShutdown
+	}
+	h := s.hubs[key]
+	if h == nil {
+		hctx, cancel := context.WithCancel(s.ctx)
+		h = &hub{s: s, key: key, topic: kafkaTopic, parts: parts, ready: make(chan struct{}),
+			subs: map[*liveSub]struct{}{}, done: make(chan struct{}), cancel: cancel}
+		s.hubs[key] = h
+		s.metrics.hubs.Inc()
+		go h.start(hctx)
+	}
+	h.mu.Lock()
+	h.refs++
+	if h.linger != nil {
+		h.linger.Stop()
+		h.linger = nil
+	}
+	h.mu.Unlock()
+	s.hubsMu.Unlock()
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		s.releaseHub(h)
+		return nil, ctx.Err()
+	}
+	if h.err != nil {
+		s.releaseHub(h)
+		return nil, h.err
+	}
+	return h, nil
+}
+
+// releaseHub drops a reference; the last one closes the hub after the
+// linger (a reconnecting client finds it still running).
+func (s *Service) releaseHub(h *hub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refs--
+	if h.refs > 0 || h.closed != nil {
+		return
+	}
+	if h.err != nil {
+		go h.close(h.err)
+		return
+	}
+	h.linger = time.AfterFunc(s.cfg.HubLinger, func() { h.closeIf(errShutdown, true) })
+}
+
+// start lists the end offsets, then consumes every partition from there.
+func (h *hub) start(ctx context.Context) {
+	s := h.s
+	front, err := s.endOffsets(ctx, h.topic, h.parts)
+	var cl *kgo.Client
+	if err == nil {
+		offs := make(map[int32]kgo.Offset, len(front))
+		for p, o := range front {
+			offs[int32(p)] = kgo.NewOffset().At(o)
+		}
+		cl, err = kgo.NewClient(append(append([]kgo.Opt{}, s.clientOpts...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{h.topic: offs}),
+			kgo.FetchMaxWait(250*time.Millisecond),
+			kgo.KeepControlRecords(),
+		)...)
+	}
+	if err != nil {
+		h.err = fmt.Errorf("starting the live reader of %s: %w", h.topic, err)
+		s.log.Warn("realtime: hub start", "topic", h.topic, "err", err)
+		close(h.ready)
+		close(h.done)
+		s.forgetHub(h)
+		return
+	}
+	h.mu.Lock()
+	h.front = front
+	h.mu.Unlock()
+	close(h.ready)
+	defer close(h.done)
+	defer cl.Close()
+	for {
+		fs := cl.PollRecords(ctx, 1000)
+		if ctx.Err() != nil {
+			return
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				s.log.Warn("realtime: live fetch", "topic", t, "partition", p, "err", err)
+			}
+		})
+		h.dispatch(fs)
+	}
+}
+
+func (h *hub) dispatch(fs kgo.Fetches) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fs.EachRecord(func(r *kgo.Record) {
+		if int(r.Partition) >= len(h.front) {
+			return
+		}
+		h.front[r.Partition] = r.Offset + 1
+		if r.Attrs.IsControl() {
+			return
+		}
+		var it *item
+		for l := range h.subs {
+			if !l.wants(r) {
+				continue
+			}
+			if it == nil {
+				it = &item{rec: r, msg: encodeMessage(r)}
+			}
+			select {
+			case l.ch <- it:
+			default:
+				h.dropLocked(l, errLagged)
+			}
+		}
+	})
+}
+
+// subscribe joins the live feed and returns the hub's position at that
+// instant: every record from it on reaches l (or l is dropped).
+func (h *hub) subscribe(l *liveSub) ([]int64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed != nil {
+		return nil, h.closed
+	}
+	h.subs[l] = struct{}{}
+	return append([]int64(nil), h.front...), nil
+}
+
+// unsubscribe leaves the live feed (idempotent).
+func (h *hub) unsubscribe(l *liveSub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[l]; ok {
+		delete(h.subs, l)
+		close(l.ch)
+	}
+}
+
+// dropLocked removes l, telling it why. h.mu must be held.
+func (h *hub) dropLocked(l *liveSub, why error) {
+	delete(h.subs, l)
+	l.why = why
+	close(l.ch)
+}
+
+// close stops the hub, ending every live subscriber with why, and waits
+// for its reader to stop.
+func (h *hub) close(why error) { h.closeIf(why, false) }
+
+// closeIf closes the hub (only when no one holds it, if onlyIdle). The
+// registry lock is held while deciding so that no acquire slips between
+// the decision and the removal.
+func (h *hub) closeIf(why error, onlyIdle bool) {
+	s := h.s
+	s.hubsMu.Lock()
+	h.mu.Lock()
+	if h.closed != nil || onlyIdle && h.refs > 0 {
+		h.mu.Unlock()
+		s.hubsMu.Unlock()
+		return
+	}
+	h.closed = why
+	for l := range h.subs {
+		h.dropLocked(l, why)
+	}
+	if s.hubs[h.key] == h {
+		delete(s.hubs, h.key)
+		s.metrics.hubs.Dec()
+	}
+	h.mu.Unlock()
+	s.hubsMu.Unlock()
+	h.cancel()
+	<-h.done
+}
+
+func (s *Service) forgetHub(h *hub) {
+	s.hubsMu.Lock()
+	if s.hubs[h.key] == h {
+		delete(s.hubs, h.key)
+		s.metrics.hubs.Dec()
+	}
+	s.hubsMu.Unlock()
+}

@@ -1,0 +1,521 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/gorilla/websocket"
+
+	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/capability"
+	"github.com/msgmesh/msgmesh/platform/httpapi"
+)
+
+// WebSocket close codes (proto/ws/frames.schema.json documents them).
+const (
+	// CloseShutdown: the node is shutting down; reconnect (to any node)
+	// and resubscribe with each subscription's last position.
+	CloseShutdown = websocket.CloseGoingAway // 1001
+	// CloseBadFrame: a frame was not JSON text; fix the client.
+	CloseBadFrame = 4000
+	// CloseAuthExpired: the token expired without a refresh; fetch a new
+	// token, reconnect and resubscribe from the last positions.
+	CloseAuthExpired = 4001
+	// CloseAuthRevoked: the credential was revoked or the tenant
+	// suspended; obtain a new credential.
+	CloseAuthRevoked = 4003
+	// CloseSlowConsumer: the client did not read for
+	// realtime.write_timeout; reconnect and resume from the last positions.
+	CloseSlowConsumer = 4008
+)
+
+// clientFrame is any frame a client sends.
+type clientFrame struct {
+	Type   string  `json:"type"`
+	ID     string  `json:"id"`
+	Topic  string  `json:"topic"`
+	Room   *string `json:"room"`
+	Cursor string  `json:"cursor"`
+	From   string  `json:"from"`
+	Token  string  `json:"token"`
+}
+
+// wsConn is one WebSocket connection: several subscriptions, each with its
+// own bounded frame queue, written round-robin by one writer so that one
+// subscription's flood never starves another.
+type wsConn struct {
+	s    *Service
+	conn *websocket.Conn
+	ctx  context.Context
+	stop context.CancelFunc
+
+	mu        sync.Mutex
+	principal auth.Principal
+	cred      string
+	subs      map[string]*wsSub
+	order     []*wsSub // round-robin order
+	authMoved chan struct{}
+
+	ctrl   chan []byte   // control frames (subscribed, error, pong...)
+	notify chan struct{} // a queue has frames
+
+	closeOnce sync.Once
+	closeCode int
+	closeText string
+	wg        sync.WaitGroup
+}
+
+type wsSub struct {
+	id     string
+	topic  string
+	room   *string
+	q      chan []byte
+	cancel context.CancelFunc
+}
+
+var upgrader = websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 16 << 10}
+
+// ws serves GET /v1/ws.
+func (s *Service) ws(c *gin.Context) {
+	if !websocket.IsWebSocketUpgrade(c.Request) {
+		httpapi.Abort(c, s.log, httpapi.Errorf(httpapi.CodeInvalidRequest, "GET /v1/ws expects a WebSocket upgrade"))
+		return
+	}
+	if s.ctx.Err() != nil {
+		httpapi.Abort(c, s.log, httpapi.Errorf(httpapi.CodeShuttingDown, "the node is shutting down; reconnect (to another node)"))
+		return
+	}
+	up := upgrader
+	up.CheckOrigin = s.checkOrigin
+	up.Error = func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+		httpapi.Abort(c, s.log, httpapi.Errorf(httpapi.CodeInvalidRequest, "WebSocket handshake: %v", reason))
+	}
+	conn, err := up.Upgrade(c.Writer, c.Request, nil)
+	if err != nil {
+		return
+	}
+	s.conns.Add(1)
+	defer s.conns.Done()
+	ctx, stop := context.WithCancel(s.ctx)
+	wc := &wsConn{s: s, conn: conn, ctx: ctx, stop: stop, principal: auth.PrincipalOf(c), cred: credential(c),
+		subs: map[string]*wsSub{}, authMoved: make(chan struct{}, 1),
+		ctrl: make(chan []byte, 64), notify: make(chan struct{}, 1)}
+	wc.serve()
+}
+
+func (s *Service) checkOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || len(s.origins) == 0 || slices.Contains(s.origins, "*") {
+		return true
+	}
+	if slices.Contains(s.origins, o) {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
+}
+
+// serve runs the connection until it closes.
+func (wc *wsConn) serve() {
+	s := wc.s
+	wc.conn.SetReadLimit(64 << 10)
+	wait := 2*s.cfg.Heartbeat + 5*time.Second
+	_ = wc.conn.SetReadDeadline(time.Now().Add(wait))
+	wc.conn.SetPongHandler(func(string) error { return wc.conn.SetReadDeadline(time.Now().Add(wait)) })
+	wc.wg.Add(1)
+	go wc.writer()
+	for {
+		mt, data, err := wc.conn.ReadMessage()
+		if err != nil {
+			wc.closeWith(websocket.CloseNormalClosure, "")
+			break
+		}
+		_ = wc.conn.SetReadDeadline(time.Now().Add(wait))
+		if mt != websocket.TextMessage {
+			wc.closeWith(CloseBadFrame, "frames are JSON text")
+			break
+		}
+		var f clientFrame
+		if err := json.Unmarshal(data, &f); err != nil {
+			wc.sendError("", httpapi.CodeInvalidRequest, "frame is not a JSON object: "+err.Error())
+			continue
+		}
+		wc.handle(f)
+	}
+	wc.stop()
+	wc.mu.Lock()
+	for _, sub := range wc.subs {
+		sub.cancel()
+	}
+	wc.mu.Unlock()
+	wc.wg.Wait()
+	_ = wc.conn.Close()
+}
+
+func (wc *wsConn) handle(f clientFrame) {
+	switch f.Type {
+	case "ping":
+		wc.control(map[string]any{"type": "pong"})
+	case "subscribe":
+		wc.subscribe(f)
+	case "unsubscribe":
+		wc.mu.Lock()
+		sub := wc.subs[f.ID]
+		wc.mu.Unlock()
+		if sub == nil {
+			wc.sendError(f.ID, httpapi.CodeInvalidRequest, "no subscription with this id")
+			return
+		}
+		wc.endSub(sub, "unsubscribed", "")
+	case "refresh":
+		wc.refresh(f.Token)
+	default:
+		wc.sendError(f.ID, httpapi.CodeInvalidRequest, "unknown frame type (want subscribe, unsubscribe, refresh or ping)")
+	}
+}
+
+func (wc *wsConn) subscribe(f clientFrame) {
+	s := wc.s
+	if f.ID == "" || len(f.ID) > 128 {
+		wc.sendError(f.ID, httpapi.CodeInvalidRequest, "subscribe needs an id of 1-128 characters")
+		return
+	}
+	wc.mu.Lock()
+	p := wc.principal
+	_, dup := wc.subs[f.ID]
+	count := len(wc.subs)
+	wc.mu.Unlock()
+	if dup {
+		wc.sendError(f.ID, httpapi.CodeConflict, "a subscription with this id exists on this connection")
+		return
+	}
+	if count >= s.cfg.WSMaxSubscriptions {
+		wc.sendError(f.ID, httpapi.CodeTooManySubs, "this connection holds its maximum number of subscriptions")
+		return
+	}
+	t, err := s.subscribeTarget(p, f.Topic, f.Room)
+	if err != nil {
+		wc.sendErr(f.ID, err)
+		return
+	}
+	start, err := ParseStart("", f.Cursor, f.From)
+	if err != nil {
+		code := httpapi.CodeInvalidCursor
+		if strings.HasPrefix(err.Error(), "from ") {
+			code = httpapi.CodeInvalidRequest
+		}
+		wc.sendError(f.ID, code, err.Error())
+		return
+	}
+	ctx, cancel := context.WithCancel(wc.ctx)
+	sub := &wsSub{id: f.ID, topic: f.Topic, room: f.Room, q: make(chan []byte, s.cfg.WSQueueFrames), cancel: cancel}
+	wc.mu.Lock()
+	wc.subs[f.ID] = sub
+	wc.order = append(wc.order, sub)
+	wc.mu.Unlock()
+	wc.wg.Add(1)
+	go func() {
+		defer wc.wg.Done()
+		defer cancel()
+		st, err := s.open(ctx, t, f.Room, start)
+		if err != nil {
+			wc.removeSub(sub)
+			wc.sendErr(f.ID, err)
+			return
+		}
+		defer st.close()
+		s.metrics.subscribers.WithLabelValues("ws").Inc()
+		defer s.metrics.subscribers.WithLabelValues("ws").Dec()
+		idJSON, _ := json.Marshal(f.ID)
+		var buf []byte
+		joined := func(pos Position) error {
+			return wc.enqueue(ctx, sub, frame(`{"type":"subscribed","id":`, idJSON, pos, ""))
+		}
+		emit := func(ev event) error {
+			if ev.resync != "" {
+				return wc.enqueue(ctx, sub, frame(`{"type":"resync","id":`, idJSON, ev.pos, ev.resync))
+			}
+			buf = make([]byte, 0, len(ev.msg)+len(f.ID)+64+len(ev.pos.Next)*8)
+			buf = append(buf, `{"type":"message","id":`...)
+			buf = append(buf, idJSON...)
+			buf = append(buf, `,"position":"`...)
+			buf = ev.pos.Append(buf)
+			buf = append(buf, `","message":`...)
+			buf = append(buf, ev.msg...)
+			buf = append(buf, '}')
+			if err := wc.enqueue(ctx, sub, buf); err != nil {
+				return err
+			}
+			s.metrics.sent.WithLabelValues("ws").Inc()
+			return nil
+		}
+		err = st.run(ctx, emit, joined)
+		switch {
+		case errors.Is(err, errTopicDeleted):
+			wc.endSub(sub, "unsubscribed", "topic_deleted")
+		case errors.Is(err, errShutdown), errors.Is(err, context.Canceled):
+		default:
+			wc.endSub(sub, "unsubscribed", "error")
+		}
+	}()
+}
+
+// frame builds a subscribed or resync frame.
+func frame(head string, idJSON []byte, pos Position, reason string) []byte {
+	b := append([]byte(head), idJSON...)
+	b = append(b, `,"position":"`...)
+	b = pos.Append(b)
+	b = append(b, '"')
+	if reason != "" {
+		b = append(b, `,"reason":"`...)
+		b = append(b, reason...)
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
+// enqueue waits for room in sub's queue: a flooded subscription waits
+// alone (its live feed overflows and it catches up from Kafka later).
+func (wc *wsConn) enqueue(ctx context.Context, sub *wsSub, f []byte) error {
+	select {
+	case sub.q <- f:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case wc.notify <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (wc *wsConn) removeSub(sub *wsSub) bool {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if wc.subs[sub.id] != sub {
+		return false
+	}
+	delete(wc.subs, sub.id)
+	wc.order = slices.DeleteFunc(wc.order, func(x *wsSub) bool { return x == sub })
+	return true
+}
+
+// endSub stops a subscription and tells the client (type "unsubscribed",
+// with reason when the server ended it).
+func (wc *wsConn) endSub(sub *wsSub, typ, reason string) {
+	sub.cancel()
+	if !wc.removeSub(sub) {
+		return
+	}
+	m := map[string]any{"type": typ, "id": sub.id}
+	if reason != "" {
+		m["reason"] = reason
+	}
+	wc.control(m)
+}
+
+// refresh replaces the connection's credential in place: same tenant;
+// subscriptions the new credential may not make end (reason forbidden).
+func (wc *wsConn) refresh(tok string) {
+	p, err := wc.s.authenticate(tok)
+	if err != nil {
+		wc.sendErr("", err)
+		return
+	}
+	wc.mu.Lock()
+	if p.Tenant != wc.principal.Tenant || p.Operator {
+		wc.mu.Unlock()
+		wc.sendError("", httpapi.CodeForbidden, "a refresh must be a credential of the same tenant")
+		return
+	}
+	wc.principal, wc.cred = p, tok
+	var lost []*wsSub
+	for _, sub := range wc.subs {
+		r := ""
+		if sub.room != nil {
+			r = *sub.room
+		}
+		if !p.Can(capability.OpSubscribe, sub.topic, r) {
+			lost = append(lost, sub)
+		}
+	}
+	wc.mu.Unlock()
+	for _, sub := range lost {
+		wc.endSub(sub, "unsubscribed", "forbidden")
+	}
+	m := map[string]any{"type": "refreshed"}
+	if !p.ExpiresAt.IsZero() {
+		m["expires_at"] = p.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	wc.control(m)
+	select {
+	case wc.authMoved <- struct{}{}:
+	default:
+	}
+}
+
+func (wc *wsConn) sendErr(id string, err error) {
+	e := httpapi.AsError(err)
+	if e.Code.Status >= 500 {
+		wc.s.log.Warn("realtime: websocket subscription", "err", err)
+	}
+	wc.sendError(id, e.Code, e.Message)
+}
+
+func (wc *wsConn) sendError(id string, code httpapi.Code, msg string) {
+	m := map[string]any{"type": "error", "code": code.Code, "error": msg}
+	if id != "" {
+		m["id"] = id
+	}
+	wc.control(m)
+}
+
+// control queues a control frame; a client that lets 64 of them pile up
+// is too slow and is disconnected.
+func (wc *wsConn) control(m map[string]any) {
+	b, _ := json.Marshal(m)
+	select {
+	case wc.ctrl <- b:
+		select {
+		case wc.notify <- struct{}{}:
+		default:
+		}
+	default:
+		wc.s.metrics.slow.WithLabelValues("disconnect").Inc()
+		wc.closeWith(CloseSlowConsumer, "slow consumer")
+	}
+}
+
+// closeWith ends the connection with code (the first reason wins).
+func (wc *wsConn) closeWith(code int, text string) {
+	wc.closeOnce.Do(func() {
+		wc.closeCode, wc.closeText = code, text
+		wc.stop()
+	})
+}
+
+// writer writes control frames first, then up to a few frames of each
+// subscription in turn; it also pings, re-checks the credential and
+// watches the token's expiry.
+func (wc *wsConn) writer() {
+	defer wc.wg.Done()
+	s := wc.s
+	ping := time.NewTicker(s.cfg.Heartbeat)
+	defer ping.Stop()
+	expiring, expired := wc.authTimers()
+	defer func() { expiring.Stop(); expired.Stop() }()
+	write := func(b []byte) bool {
+		_ = wc.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if err := wc.conn.WriteMessage(websocket.TextMessage, b); err != nil {
+			if ne, ok := err.(interface{ Timeout() bool }); ok && ne.Timeout() {
+				s.metrics.slow.WithLabelValues("disconnect").Inc()
+				wc.closeWith(CloseSlowConsumer, "slow consumer")
+			} else {
+				wc.closeWith(websocket.CloseAbnormalClosure, "")
+			}
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case <-wc.ctx.Done():
+			wc.closeWith(CloseShutdown, "server shutting down") // unless another reason came first
+			code, text := wc.closeCode, wc.closeText
+			if code != websocket.CloseAbnormalClosure {
+				_ = wc.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+			}
+			// Unblock the reader.
+			_ = wc.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			return
+		case <-ping.C:
+			if _, err := s.authenticate(wc.currentCred()); err != nil {
+				e := httpapi.AsError(err)
+				if e.Code == httpapi.CodeTokenExpired {
+					wc.closeWith(CloseAuthExpired, "token expired")
+				} else {
+					wc.closeWith(CloseAuthRevoked, e.Code.Code)
+				}
+				continue
+			}
+			_ = wc.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.cfg.WriteTimeout))
+		case <-expiring.C:
+			wc.mu.Lock()
+			exp := wc.principal.ExpiresAt
+			wc.mu.Unlock()
+			wc.control(map[string]any{"type": "token-expiring", "expires_at": exp.UTC().Format(time.RFC3339)})
+		case <-expired.C:
+			wc.closeWith(CloseAuthExpired, "token expired")
+		case <-wc.authMoved:
+			expiring.Stop()
+			expired.Stop()
+			expiring, expired = wc.authTimers()
+		case <-wc.notify:
+			for progress := true; progress && wc.ctx.Err() == nil; {
+				progress = false
+				for drained := false; !drained; {
+					select {
+					case b := <-wc.ctrl:
+						if !write(b) {
+							break
+						}
+						progress = true
+					default:
+						drained = true
+					}
+				}
+				wc.mu.Lock()
+				order := slices.Clone(wc.order)
+				wc.mu.Unlock()
+				for _, sub := range order {
+				batch:
+					for range 8 {
+						select {
+						case b := <-sub.q:
+							if !write(b) {
+								break batch
+							}
+							progress = true
+						default:
+							break batch
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func (wc *wsConn) currentCred() string {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	return wc.cred
+}
+
+// authTimers fire token-expiring (realtime.token_expiring_lead before, or
+// half-way for short tokens) and at expiry; never for keys.
+func (wc *wsConn) authTimers() (expiring, expired *time.Timer) {
+	wc.mu.Lock()
+	exp := wc.principal.ExpiresAt
+	wc.mu.Unlock()
+	if exp.IsZero() {
+		t1, t2 := time.NewTimer(time.Hour), time.NewTimer(time.Hour)
+		t1.Stop()
+		t2.Stop()
+		return t1, t2
+	}
+	left := exp.Sub(wc.s.now())
+	lead := wc.s.cfg.TokenExpiringLead
+	if lead > left/2 {
+		lead = left / 2
+	}
+	return time.NewTimer(left - lead), time.NewTimer(left)
+}
