@@ -100,7 +100,9 @@ func New(cfg config.Config, state *controlstate.State, topics Topics, quota Quot
 	return g, nil
 }
 
-// OnControlEvent closes poll consumers of deleted topics; register it with
+// OnControlEvent closes poll consumers of deleted topics and forgets the
+// topic's Kafka metadata (a topic made again gets a new topic id, which the
+// producer would otherwise never learn); register it with
 // controlstate.Log.OnApply.
 func (g *Gateway) OnControlEvent(ev controlstate.Event, outcome error) {
 	if outcome != nil || ev.Type != controlstate.TypeTopicDeleted {
@@ -108,7 +110,11 @@ func (g *Gateway) OnControlEvent(ev controlstate.Event, outcome error) {
 	}
 	var d controlstate.TopicDeletedData
 	if jsonUnmarshal(ev.Data, &d) == nil {
-		go g.polls.CloseTopic(g.mapper.KafkaTopic(d.Tenant, d.Topic))
+		kt := g.mapper.KafkaTopic(d.Tenant, d.Topic)
+		go func() {
+			g.producer.PurgeTopicsFromClient(kt)
+			g.polls.CloseTopic(kt)
+		}()
 	}
 }
 

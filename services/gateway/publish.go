@@ -259,6 +259,12 @@ func (g *Gateway) record(m publishMessage, i int) (*kgo.Record, error) {
 // records may have been written: at-least-once).
 func (g *Gateway) produce(ctx context.Context, topic controlstate.Topic, recs []*kgo.Record) ([]string, error) {
 	err := g.produceOnce(ctx, recs)
+	if errors.Is(err, kerr.UnknownTopicID) {
+		// The topic was deleted and made again under the same name: drop
+		// the stale topic id and try once more.
+		g.producer.PurgeTopicsFromClient(topic.KafkaTopic)
+		err = g.produceOnce(ctx, recs)
+	}
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
 		// The control log has the topic but Kafka lost or never made it
 		// (a failed create): make it and try once more.
