@@ -2,22 +2,19 @@ package gateway
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
-	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/cursor"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/message"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/services/gateway/pollgroup"
 )
@@ -207,14 +204,11 @@ func (g *Gateway) commit(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-// encodeMessages writes the poll response by hand so that JSON payloads go
-// out byte for byte as they were published.
+// encodeMessages writes the poll response:
 //
-//	{"messages":[{"cursor":"0-5","room":"r1","data":{...},"headers":{...},"published_at":"..."}]}
+//	{"messages":[<message>, ...]}
 //
-// A value is sent as "data" when its content-type header is JSON (or, with
-// no content-type, when it is valid JSON), else as "data_base64". A record
-// without a key has "room": null.
+// with each message in the shape of package message (payloads verbatim).
 func encodeMessages(recs []*kgo.Record) []byte {
 	n := 16
 	for _, r := range recs {
@@ -226,63 +220,7 @@ func encodeMessages(recs []*kgo.Record) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"cursor":"`...)
-		b = strconv.AppendInt(b, int64(r.Partition), 10)
-		b = append(b, '-')
-		b = strconv.AppendInt(b, r.Offset, 10)
-		b = append(b, `","room":`...)
-		if r.Key == nil {
-			b = append(b, "null"...)
-		} else {
-			b = appendString(b, r.Key)
-		}
-		ct, hasCT := "", false
-		for _, h := range r.Headers {
-			if h.Key == HeaderContentType {
-				ct, hasCT = string(h.Value), true
-			}
-		}
-		if (hasCT && isJSON(ct) || !hasCT) && gojson.Valid(r.Value) {
-			b = append(b, `,"data":`...)
-			b = append(b, r.Value...)
-		} else {
-			b = append(b, `,"data_base64":"`...)
-			b = base64.StdEncoding.AppendEncode(b, r.Value)
-			b = append(b, '"')
-		}
-		b = append(b, `,"headers":{`...)
-		for j, h := range r.Headers {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, []byte(h.Key))
-			b = append(b, ':')
-			b = appendString(b, h.Value)
-		}
-		b = append(b, `},"published_at":"`...)
-		b = r.Timestamp.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-		b = append(b, `"}`...)
+		b = message.Append(b, r)
 	}
-	b = append(b, "]}"...)
-	return b
-}
-
-// appendString appends s as a JSON string (invalid UTF-8 becomes U+FFFD).
-func appendString(b, s []byte) []byte {
-	if utf8.Valid(s) && plain(s) {
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	enc, _ := json.Marshal(string(s))
-	return append(b, enc...)
-}
-
-func plain(s []byte) bool {
-	for _, c := range s {
-		if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			return false
-		}
-	}
-	return true
+	return append(b, "]}"...)
 }

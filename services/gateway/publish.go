@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"sort"
 	"strings"
@@ -33,10 +32,11 @@ import (
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/cursor"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/message"
 )
 
 // HeaderContentType is the Kafka header holding a message's content type.
-const HeaderContentType = "content-type"
+const HeaderContentType = message.HeaderContentType
 
 // reservedHeaderPrefix is kept for MsgMesh's own headers.
 const reservedHeaderPrefix = "msgmesh-"
@@ -192,16 +192,7 @@ func (g *Gateway) parsePublish(c *gin.Context, body []byte) (recs []*kgo.Record,
 	return []*kgo.Record{r}, false, nil
 }
 
-func isJSON(ct string) bool {
-	if ct == "" {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		mt = ct
-	}
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
-}
+func isJSON(ct string) bool { return message.IsJSON(ct) }
 
 func where(i int) string {
 	if i < 0 {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/message"
 )
 
 // A hub is the one Kafka reader of a topic on this process. It starts at
@@ -188,7 +190,7 @@ func (h *hub) dispatch(fs kgo.Fetches) {
 				continue
 			}
 			if it == nil {
-				it = &item{rec: r, msg: encodeMessage(r)}
+				it = &item{rec: r, msg: message.Encode(r)}
 			}
 			select {
 			case l.ch <- it:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/message"
 )
 
 // Resync reasons (the "reason" of msgmesh-resync and of resync frames).
@@ -379,7 +380,7 @@ func (st *stream) catchUp(ctx context.Context, front []int64, emit func(event) e
 			st.next[p] = r.Offset + 1
 			if !r.Attrs.IsControl() && (st.room == nil || string(r.Key) == string(st.room)) {
 				s.metrics.catchup.Inc()
-				ferr = emit(event{msg: encodeMessage(r), rec: r, pos: st.position()})
+				ferr = emit(event{msg: message.Encode(r), rec: r, pos: st.position()})
 			}
 			if st.next[p] >= front[p] {
 				left--

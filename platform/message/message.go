@@ -1,4 +1,7 @@
-package realtime
+// Package message encodes Kafka records as MsgMesh messages: the one JSON
+// shape that poll, SSE, WebSocket and webhooks all send
+// (proto/openapi.yaml, schema Message).
+package message
 
 import (
 	"encoding/base64"
@@ -8,22 +11,24 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// headerContentType is the Kafka header holding a message's content type
-// (written by the gateway).
-const headerContentType = "content-type"
+// HeaderContentType is the Kafka header holding a message's content type
+// (the gateway writes it on every publish).
+const HeaderContentType = "content-type"
 
-// appendMessage appends the JSON of one message, the same shape poll
+// Append appends the JSON of one message, the same shape poll
 // answers (proto/openapi.yaml Message):
 //
 //	{"cursor":"0-5","room":"r1","data":{...},"headers":{...},"published_at":"..."}
 //
 // A value goes out verbatim as "data" when its content-type header is JSON
-// (or, with none, when it is valid JSON), else as "data_base64". A record
+// (or, with none, when it is valid JSON; validated with goccy/go-json, as
+// unvalidated bytes would corrupt the whole response), else as "data_base64". A record
 // without a key has "room": null.
-func appendMessage(b []byte, r *kgo.Record) []byte {
+func Append(b []byte, r *kgo.Record) []byte {
 	b = append(b, `{"cursor":"`...)
 	b = strconv.AppendInt(b, int64(r.Partition), 10)
 	b = append(b, '-')
@@ -36,11 +41,11 @@ func appendMessage(b []byte, r *kgo.Record) []byte {
 	}
 	ct, hasCT := "", false
 	for _, h := range r.Headers {
-		if h.Key == headerContentType {
+		if h.Key == HeaderContentType {
 			ct, hasCT = string(h.Value), true
 		}
 	}
-	if (hasCT && isJSON(ct) || !hasCT) && json.Valid(r.Value) {
+	if (hasCT && IsJSON(ct) || !hasCT) && gojson.Valid(r.Value) {
 		b = append(b, `,"data":`...)
 		b = append(b, r.Value...)
 	} else {
@@ -62,12 +67,14 @@ func appendMessage(b []byte, r *kgo.Record) []byte {
 	return append(b, `"}`...)
 }
 
-// encodeMessage is appendMessage into a fresh slice.
-func encodeMessage(r *kgo.Record) []byte {
-	return appendMessage(make([]byte, 0, len(r.Value)*4/3+len(r.Key)+160), r)
+// Encode is Append into a fresh slice.
+func Encode(r *kgo.Record) []byte {
+	return Append(make([]byte, 0, len(r.Value)*4/3+len(r.Key)+160), r)
 }
 
-func isJSON(ct string) bool {
+// IsJSON reports whether a Content-Type is JSON (application/json or
+// any +json type).
+func IsJSON(ct string) bool {
 	if ct == "" {
 		return false
 	}
