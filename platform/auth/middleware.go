@@ -91,7 +91,9 @@ func (a *Authenticator) Authenticate(cred string) (Principal, error) {
 func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		header := c.GetHeader("Authorization")
-		cred, hasBearer := strings.CutPrefix(header, "Bearer ")
+		// The scheme is case-insensitive (RFC 9110, section 11.1).
+		scheme, cred, _ := strings.Cut(header, " ")
+		hasBearer := strings.EqualFold(scheme, "Bearer")
 		switch {
 		case header != "" && !hasBearer:
 			httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeUnauthenticated, "unsupported Authorization scheme: send Authorization: Bearer <key or token>"))

@@ -33,6 +33,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer, if set, receives the log's metrics.
 	Registerer prometheus.Registerer
+	// AppendTimeout bounds how long Append waits for Kafka to acknowledge
+	// an event; 0 = 10s. (The idempotent producer never gives up on a
+	// record it sent by itself.)
+	AppendTimeout time.Duration
 }
 
 // Log appends events to the control topic and keeps State following it.
@@ -249,14 +253,27 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Event, error) {
 		l.mu.Unlock()
 	}()
 	rec := &kgo.Record{Value: val, Headers: []kgo.RecordHeader{{Key: "type", Value: []byte(typ)}, {Key: "v", Value: []byte(strconv.Itoa(SchemaVersion))}}}
-	if err := l.prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return ev, fmt.Errorf("controlstate: append %s: %w", typ, err)
+	timeout := l.cfg.AppendTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	produced := make(chan error, 1)
+	go func() { produced <- l.prod.ProduceSync(tctx, rec).FirstErr() }()
+	select {
+	case err := <-produced:
+		if err != nil {
+			return ev, fmt.Errorf("controlstate: append %s: %w", typ, err)
+		}
+	case <-tctx.Done():
+		return ev, fmt.Errorf("controlstate: append %s: no acknowledgement from Kafka: %w", typ, tctx.Err())
 	}
 	select {
 	case err := <-w:
 		return ev, err
-	case <-ctx.Done():
-		return ev, fmt.Errorf("controlstate: waiting for %s to apply: %w", typ, ctx.Err())
+	case <-tctx.Done():
+		return ev, fmt.Errorf("controlstate: waiting for %s to apply: %w", typ, tctx.Err())
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -25,8 +24,8 @@ const HeaderContentType = "content-type"
 //	{"cursor":"0-5","room":"r1","data":{...},"headers":{...},"published_at":"..."}
 //
 // A value goes out verbatim as "data" when its content-type header is JSON
-// (or, with none, when it is valid JSON; validated with goccy/go-json, as
-// unvalidated bytes would corrupt the whole response), else as "data_base64". A record
+// (or, with none, when it is valid JSON: checked, because invalid bytes
+// would corrupt the whole response), else as "data_base64". A record
 // without a key has "room": null.
 func Append(b []byte, r *kgo.Record) []byte {
 	b = append(b, `{"cursor":"`...)
@@ -45,7 +44,7 @@ func Append(b []byte, r *kgo.Record) []byte {
 			ct, hasCT = string(h.Value), true
 		}
 	}
-	if (hasCT && IsJSON(ct) || !hasCT) && gojson.Valid(r.Value) {
+	if (hasCT && IsJSON(ct) || !hasCT) && json.Valid(r.Value) {
 		b = append(b, `,"data":`...)
 		b = append(b, r.Value...)
 	} else {

@@ -169,6 +169,9 @@ func (g *Gateway) parsePublish(c *gin.Context, body []byte) (recs []*kgo.Record,
 		}
 		return recs, true, nil
 	}
+	if ct == "application/x-www-form-urlencoded" || ct == "multipart/form-data" {
+		return nil, false, httpapi.Errorf(httpapi.CodeUnsupportedMedia, "a form body (%s) is not a message: send JSON with Content-Type: application/json, or raw bytes with their own Content-Type (curl -d sends a form unless you set -H 'Content-Type: ...')", ct)
+	}
 	if len(body) == 0 && ct == "" {
 		return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "empty body: send {\"data\": ...} as JSON, or a raw body with its Content-Type")
 	}
@@ -216,6 +219,11 @@ func (g *Gateway) checkRoom(room string, i int) error {
 func (g *Gateway) record(m publishMessage, i int) (*kgo.Record, error) {
 	if len(m.Data) > g.cfg.Publish.MaxMessageBytes {
 		return nil, httpapi.Errorf(httpapi.CodePayloadTooLarge, "%smessage of %d bytes is over the %d byte limit", where(i), len(m.Data), g.cfg.Publish.MaxMessageBytes)
+	}
+	// The fast decoder is lenient inside raw values: check "data" with the
+	// standard library, which is what consumers (and poll) parse with.
+	if !json.Valid(m.Data) {
+		return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%s\"data\" is not valid JSON", where(i))
 	}
 	r := &kgo.Record{Value: []byte(m.Data)}
 	if m.Room != nil {

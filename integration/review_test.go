@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	h "github.com/msgmesh/msgmesh/integration/harness"
+	"github.com/msgmesh/msgmesh/platform/config"
+)
+
+// Publish refuses what a consumer could not parse, and refuses a form body
+// (what curl -d sends without a Content-Type) instead of storing it raw.
+func TestPublishRefusesInvalidJSONAndForms(t *testing.T) {
+	c := h.NewCluster(t)
+	n := c.Start(t, nil)
+	key := c.AdminKey
+	h.Must(t, n.URL, "POST", "/v1/topics", key, map[string]any{"name": "strict"}, 201)
+	r := h.Do(t, n.URL, "POST", "/v1/topics/strict/messages", key, []byte(`{"data":"\xff"}`), "application/json")
+	if r.Status != 400 || !strings.Contains(string(r.Body), "invalid_request") {
+		t.Fatalf("invalid UTF-8 in data: %d %s", r.Status, r.Body)
+	}
+	r = h.Do(t, n.URL, "POST", "/v1/topics/strict/messages", key, []byte(`{"data":1}`), "application/x-www-form-urlencoded")
+	if r.Status != 415 || !strings.Contains(string(r.Body), "unsupported_media_type") {
+		t.Fatalf("form body: %d %s", r.Status, r.Body)
+	}
+	// Valid JSON that the fast decoder alone would mishandle comes back as data.
+	h.Must(t, n.URL, "POST", "/v1/topics/strict/messages", key, []byte(`{"data":1e999}`), 200)
+	poll := h.Must(t, n.URL, "POST", "/v1/topics/strict/poll", key, map[string]any{"group": "g", "wait_ms": 10000}, 200)
+	if !strings.Contains(string(poll.Body), `"data":1e999`) {
+		t.Fatalf("poll: %s", poll.Body)
+	}
+}
+
+// The Bearer scheme is case-insensitive; other schemes are refused.
+func TestBearerSchemeCaseInsensitive(t *testing.T) {
+	c := h.NewCluster(t)
+	n := c.Start(t, nil)
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+		req, _ := http.NewRequest("GET", n.URL+"/v1/topics", nil)
+		req.Header.Set("Authorization", scheme+" "+c.AdminKey)
+		resp, err := h.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", scheme, resp.StatusCode)
+		}
+	}
+}
+
+// A control-plane write answers 503 within kafka.request_timeout when Kafka
+// is gone, instead of hanging.
+func TestControlWriteTimesOutWhenKafkaIsGone(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.NewCluster(t)
+	n := c.Start(t, func(cfg *config.Config) {
+		cfg.Kafka.Brokers = kc.ListenAddrs()
+		cfg.Kafka.RequestTimeout = 3 * time.Second
+	})
+	h.Must(t, n.URL, "POST", "/v1/keys", c.AdminKey, map[string]any{"name": "before", "role": "producer"}, 201)
+	kc.Close()
+	start := time.Now()
+	r := h.Do(t, n.URL, "POST", "/v1/keys", c.AdminKey, map[string]any{"name": "after", "role": "producer"})
+	if r.Status != 503 || !strings.Contains(string(r.Body), "request_id") {
+		t.Fatalf("create key with Kafka gone: %d %s", r.Status, r.Body)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("answered after %v; want about kafka.request_timeout", d)
+	}
+}
