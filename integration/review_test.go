@@ -76,3 +76,20 @@ func TestControlWriteTimesOutWhenKafkaIsGone(t *testing.T) {
 		t.Fatalf("answered after %v; want about kafka.request_timeout", d)
 	}
 }
+
+// One tenant cannot take every poll consumer slot of a process: it is held
+// to a quarter of poll.max_consumers, and other tenants keep polling.
+func TestPollConsumerSlotsAreShared(t *testing.T) {
+	c := h.NewCluster(t)
+	n := c.Start(t, func(cfg *config.Config) { cfg.Poll.MaxConsumers = 4 })
+	acme := h.Must(t, n.URL, "POST", "/v1/tenants", c.OperatorKey, map[string]any{"id": "acme", "plan": "free"}, 201).JSON(t)["admin_key"].(string)
+	for _, k := range []string{acme, c.AdminKey} {
+		h.Must(t, n.URL, "POST", "/v1/topics", k, map[string]any{"name": "jobs"}, 201)
+	}
+	h.Must(t, n.URL, "POST", "/v1/topics/jobs/poll", acme, map[string]any{"group": "g", "consumer": "a", "wait_ms": 0}, 200)
+	r := h.Do(t, n.URL, "POST", "/v1/topics/jobs/poll", acme, map[string]any{"group": "g", "consumer": "b", "wait_ms": 0})
+	if r.Status != 429 || !strings.Contains(string(r.Body), "too_many_consumers") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("second consumer of acme: %d %s", r.Status, r.Body)
+	}
+	h.Must(t, n.URL, "POST", "/v1/topics/jobs/poll", c.AdminKey, map[string]any{"group": "g", "consumer": "a", "wait_ms": 0}, 200)
+}

@@ -72,8 +72,10 @@ func New(cfg config.Config, state *controlstate.State, topics Topics, quota Quot
 		IdleTimeout:    cfg.Poll.ConsumerIdleTimeout,
 		SessionTimeout: cfg.Poll.SessionTimeout,
 		MaxMembers:     cfg.Poll.MaxConsumers,
-		Logger:         log,
-		Registerer:     reg,
+		// No tenant may hold more than a quarter of the process's slots.
+		MaxMembersPerOwner: max(1, cfg.Poll.MaxConsumers/4),
+		Logger:             log,
+		Registerer:         reg,
 	})
 	if err != nil {
 		producer.Close()

@@ -50,7 +50,7 @@ func (g *Gateway) pollKey(c *gin.Context, tenant, group, consumer string) (pollg
 	if err != nil {
 		return pollgroup.Key{}, err
 	}
-	return pollgroup.Key{Group: g.mapper.Group(tenant, topic, group), Topic: t.KafkaTopic, Consumer: consumer}, nil
+	return pollgroup.Key{Group: g.mapper.Group(tenant, topic, group), Topic: t.KafkaTopic, Consumer: consumer, Owner: tenant}, nil
 }
 
 // poll long-polls the consumer group. The previous batch of this consumer

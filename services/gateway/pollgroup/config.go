@@ -70,6 +70,11 @@ type Config struct {
 	// DefaultMaxMembers (1000); negative is invalid.
 	MaxMembers int
 
+	// MaxMembersPerOwner caps the members of one Key.Owner (a tenant), so
+	// one tenant cannot take every slot of the process; beyond it Poll fails
+	// with ErrTooManyMembers. Zero means no per-owner cap.
+	MaxMembersPerOwner int
+
 	// Logger receives member join, leave and expiry at Info, everything
 	// else at Debug, and franz-go's own warnings and errors. Record keys
 	// and values are never logged. Nil discards.
@@ -89,6 +94,9 @@ func (c Config) validate() error {
 	}
 	if c.SessionTimeout < 0 {
 		errs = append(errs, fmt.Errorf("session timeout %v is negative", c.SessionTimeout))
+	}
+	if c.MaxMembersPerOwner < 0 {
+		errs = append(errs, fmt.Errorf("max members per owner %d is negative", c.MaxMembersPerOwner))
 	}
 	if c.MaxMembers < 0 {
 		errs = append(errs, fmt.Errorf("max members %d is negative", c.MaxMembers))
@@ -119,6 +127,9 @@ type Key struct {
 	Group    string
 	Topic    string
 	Consumer string
+	// Owner is who the member counts against for MaxMembersPerOwner (the
+	// tenant); empty is not counted.
+	Owner string
 }
 
 // String formats k for logs as "group/topic/consumer".

@@ -12,7 +12,8 @@ var (
 	ErrUnknownMember = errors.New("pollgroup: unknown member")
 
 	// ErrTooManyMembers is returned by Poll when creating the member would
-	// exceed Config.MaxMembers. Retry later or on another instance (503).
+	// exceed Config.MaxMembers or Config.MaxMembersPerOwner. Retry later or
+	// on another instance (the gateway answers 429 too_many_consumers).
 	ErrTooManyMembers = errors.New("pollgroup: too many members")
 
 	// ErrClosed is returned by every call after Close has begun.

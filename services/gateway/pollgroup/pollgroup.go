@@ -227,6 +227,9 @@ func (mg *Manager) acquire(key Key, create bool) (*member, error) {
 		if len(mg.members) >= mg.cfg.MaxMembers {
 			return nil, ErrTooManyMembers
 		}
+		if max := mg.cfg.MaxMembersPerOwner; max > 0 && key.Owner != "" && mg.ownedBy(key.Owner) >= max {
+			return nil, ErrTooManyMembers
+		}
 		var err error
 		if m, err = newMember(mg, key); err != nil {
 			return nil, err
@@ -237,6 +240,18 @@ func (mg *Manager) acquire(key Key, create bool) (*member, error) {
 	}
 	m.inflight++
 	return m, nil
+}
+
+// ownedBy counts the members of owner. Caller holds mg.mu. Linear: the
+// member count is capped by Config.MaxMembers.
+func (mg *Manager) ownedBy(owner string) int {
+	n := 0
+	for k := range mg.members {
+		if k.Owner == owner {
+			n++
+		}
+	}
+	return n
 }
 
 // release ends one call (or batch) in flight of m.
