@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -43,6 +44,9 @@ type Gateway struct {
 	producer *kgo.Client
 	polls    *pollgroup.Manager
 	metrics  metrics
+	// draining is closed by Drain: long polls end at once.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 type metrics struct {
@@ -83,7 +87,7 @@ func New(cfg config.Config, state *controlstate.State, topics Topics, quota Quot
 	}
 	g := &Gateway{
 		cfg: cfg, log: log, state: state, topics: topics, quota: quota, mapper: names.Mapper{Prefix: cfg.Kafka.TopicPrefix},
-		producer: producer, polls: polls,
+		producer: producer, polls: polls, draining: make(chan struct{}),
 		metrics: metrics{
 			published: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_published_messages_total", Help: "Messages acknowledged by Kafka through publish."}),
 			publishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgmesh_publish_duration_seconds", Help: "Publish request time until Kafka acknowledged.",
@@ -132,6 +136,11 @@ func (g *Gateway) Routes(r gin.IRouter) {
 	r.POST("/v1/topics/:topic/poll", g.poll)
 	r.POST("/v1/topics/:topic/commit", g.commit)
 }
+
+// Drain ends the waits of long polls in flight (they answer 503
+// shutting_down without delivering anything); the HTTP server calls it when
+// shutdown begins, so SIGTERM does not wait out every wait_ms.
+func (g *Gateway) Drain() { g.drainOnce.Do(func() { close(g.draining) }) }
 
 // Close flushes publishes in flight, then closes every poll consumer
 // without committing anything unacknowledged. The HTTP server must have

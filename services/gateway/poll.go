@@ -94,9 +94,22 @@ func (g *Gateway) poll(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	b, err := g.polls.Poll(ctx, pollgroup.Request{Key: key, Max: max, MaxBytes: maxBytes, Wait: time.Duration(waitMs) * time.Millisecond})
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-g.draining:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	b, err := g.polls.Poll(pctx, pollgroup.Request{Key: key, Max: max, MaxBytes: maxBytes, Wait: time.Duration(waitMs) * time.Millisecond})
 	if err != nil {
 		if clientGone(c, err) {
+			return
+		}
+		if isDraining(g.draining) {
+			g.fail(c, &httpapi.Error{Code: httpapi.CodeShuttingDown, Message: "the node is shutting down; poll again (another node or after restart)", RetryAfter: 1})
 			return
 		}
 		g.fail(c, pollErr(err))
@@ -117,6 +130,15 @@ func (g *Gateway) poll(c *gin.Context) {
 	c.Writer.Flush()
 	b.Delivered()
 	g.metrics.polled.Add(float64(len(b.Records)))
+}
+
+func isDraining(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // StatusClientClosed is logged (never sent) when the client hung up first.
