@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Benchmarks, as `make bench` runs them (after `make build`): MsgMesh's HTTP
 # publish and poll against a real single-node Apache Kafka, next to the
-# franz-go client doing the same work directly. See docs/benchmarks.md.
+# franz-go client doing the same work directly; and realtime fan-out (SSE and
+# WebSocket to thousands of subscribers) next to Centrifugo v6, which
+# scripts/centrifugo.sh builds from the Go module proxy (cached in
+# ~/.cache/msgmesh/centrifugo). See docs/benchmarks.md.
 #
 #   scripts/bench.sh                       every scenario, 10 s each
 #   scripts/bench.sh -duration 5s -prefill 100000 -scenarios batch,poll
 #   scripts/bench.sh -inprocess -cpuprofile /tmp/gw.pprof   profile the gateway
+#   scripts/bench.sh -scenarios realtime -realtime-sse 1000 -realtime-ws ''
 #
 # Extra arguments go to the program (go run ./integration/bench -help).
 # Broker: scripts/kafka.sh's (started here and stopped at exit, unless it
@@ -37,10 +41,26 @@ else
 fi
 brokers=$(scripts/kafka.sh brokers)
 
+# Realtime: thousands of subscriber connections in the load generator (and
+# as many in the server): raise the open-files limit as far as allowed.
+hard=$(ulimit -Hn)
+if [[ $hard == unlimited ]]; then hard=1048576; fi
+if (( hard > 65536 )); then hard=65536; fi
+ulimit -n "$hard" 2>/dev/null || say "warning: could not raise ulimit -n (now $(ulimit -n))"
+(( $(ulimit -n) >= 12000 )) || say "warning: ulimit -n is $(ulimit -n); the 5,000-subscriber realtime rows need about 12,000"
+
+# Centrifugo, the realtime comparison: built once, then cached.
+realtime_args=()
+if centrifugo=$(scripts/centrifugo.sh); then
+  realtime_args=(-centrifugo "$centrifugo")
+else
+  say "warning: could not build Centrifugo; the realtime rows run without the comparison"
+fi
+
 out=docs/benchmarks-latest.md
 tmp=$(mktemp "${TMPDIR:-/tmp}/msgmesh-bench.XXXXXX")
 # Bounded: every scenario has its own time limit; this is the backstop.
-if timeout 30m go run ./integration/bench -brokers "$brokers" -msgmesh bin/msgmesh -out "$tmp" "$@"; then
+if timeout 30m go run ./integration/bench -brokers "$brokers" -msgmesh bin/msgmesh -out "$tmp" "${realtime_args[@]}" "$@"; then
   mv "$tmp" "$out"
   say "report written to $out"
 else

@@ -20,12 +20,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 require_real=${MSGMESH_TEST_REQUIRE_REAL_KAFKA:-0}
 say() { printf 'test.sh: %s\n' "$*" >&2; }
 
-if ! scripts/deps.sh kcat; then
+# kcat, and Debian's Chromium for the real-browser SSE test
+# (integration/realtime_browser_test.go: it fails without Chromium when
+# MSGMESH_TEST_REQUIRE_REAL_KAFKA=1, and skips otherwise).
+if ! scripts/deps.sh kcat chromium; then
   if [[ $require_real == 1 ]]; then
-    say "error: could not install test dependencies"
+    say "error: could not install test dependencies (kcat, chromium)"
     exit 1
   fi
-  say "warning: could not install kcat; tests that need it may skip or fail"
+  say "warning: could not install kcat or chromium; tests that need them may skip or fail"
 fi
 
 started=0

@@ -47,6 +47,7 @@ type options struct {
 	kafkaVersion string
 	keep         bool
 	diagnose     bool
+	rt           rtOptions // realtime.go
 }
 
 func main() {
@@ -65,12 +66,13 @@ func main() {
 	flag.IntVar(&o.pollMax, "poll-max", 1000, "poll max (messages per response)")
 	flag.IntVar(&o.pollWait, "poll-wait-ms", 1000, "poll wait_ms")
 	flag.DurationVar(&o.pollTimeout, "poll-timeout", 5*time.Minute, "upper bound of each consume scenario")
-	flag.StringVar(&o.scenarios, "scenarios", "single,batch,poll", "which comparisons to run: single, batch, poll")
+	flag.StringVar(&o.scenarios, "scenarios", "single,batch,poll,realtime", "which comparisons to run: single, batch, poll, realtime")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write this process's CPU profile here (with -inprocess it covers the gateway)")
 	flag.StringVar(&o.kafkaVersion, "kafka-version", "4.4.0", "broker version, for the report")
 	flag.BoolVar(&o.diagnose, "diagnose", false, "add diagnostic rows: franz-go with the gateway's Produce-then-wait pattern")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's topics and groups on the broker")
+	registerRealtimeFlags(&o.rt)
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)
@@ -86,11 +88,11 @@ func run(o options) error {
 	want := map[string]bool{}
 	for _, s := range strings.Split(o.scenarios, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "single", "batch", "poll":
+		case "single", "batch", "poll", "realtime":
 			want[s] = true
 		case "":
 		default:
-			return fmt.Errorf("unknown scenario %q (want single, batch, poll)", s)
+			return fmt.Errorf("unknown scenario %q (want single, batch, poll, realtime)", s)
 		}
 	}
 	if o.payload < 16 || o.dur <= 0 || o.singleConc < 1 || o.batchConc < 1 || o.batchSize < 1 || o.prefill < 1 || o.partitions < 1 {
@@ -192,6 +194,14 @@ func run(o options) error {
 		}
 	}
 
+	var rt *rtReport
+	if want["realtime"] {
+		logf("realtime fan-out: %s SSE, %s WebSocket subscribers, %d msgs/s for %v", o.rt.sse, o.rt.ws, o.rt.rate, o.rt.dur)
+		if rt, err = runRealtime(o.rt, o.msgmesh, o.brokers); err != nil {
+			return err
+		}
+	}
+
 	var w io.Writer = os.Stdout
 	var f *os.File
 	if o.out != "" {
@@ -202,6 +212,7 @@ func run(o options) error {
 		w = io.MultiWriter(os.Stdout, f)
 	}
 	report(w, o, m, results, prefillTook, e.meter.kafkaPid != 0)
+	reportRealtime(w, rt)
 	return nil
 }
 
