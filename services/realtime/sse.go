@@ -157,6 +157,7 @@ func (s *Service) sse(c *gin.Context) {
 			}
 		}
 	}()
+	sent, slow := s.metrics.sent.WithLabelValues("sse"), s.metrics.slow.WithLabelValues("disconnect")
 	emit := func(ev event) error {
 		buf = buf[:0]
 		if ev.resync != "" {
@@ -176,11 +177,11 @@ data: {"reason":"`...)
 			buf = append(buf, '\n')
 		}
 		if err := write(buf); err != nil {
-			s.metrics.slow.WithLabelValues("disconnect").Inc()
+			slow.Inc()
 			return err
 		}
 		if ev.resync == "" {
-			s.metrics.sent.WithLabelValues("sse").Inc()
+			sent.Inc()
 		}
 		return nil
 	}
