@@ -196,6 +196,8 @@ func TestOpenAPIOperations(t *testing.T) {
 		"POST /v1/topics", "GET /v1/topics", "GET /v1/topics/{topic}", "DELETE /v1/topics/{topic}",
 		"POST /v1/topics/{topic}/messages", "POST /v1/topics/{topic}/poll", "POST /v1/topics/{topic}/commit",
 		"GET /v1/topics/{topic}/events", "GET /v1/ws",
+		"POST /v1/webhooks", "GET /v1/webhooks", "GET /v1/webhooks/{id}", "PATCH /v1/webhooks/{id}", "DELETE /v1/webhooks/{id}",
+		"GET /v1/webhooks/{id}/dead-letters", "POST /v1/webhooks/{id}/dead-letters/replay",
 	}
 	sort.Strings(got)
 	sort.Strings(want)

@@ -33,6 +33,8 @@ type Config struct {
 	Limits  Limits  `mapstructure:"limits"`
 	// Realtime configures SSE and WebSocket delivery.
 	Realtime Realtime `mapstructure:"realtime"`
+	// Webhooks configures webhook delivery (the dispatcher).
+	Webhooks Webhooks `mapstructure:"webhooks"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.
@@ -206,6 +208,44 @@ type Realtime struct {
 	TokenExpiringLead time.Duration `mapstructure:"token_expiring_lead"`
 }
 
+// Webhooks configures webhook delivery (spec section 2, "Webhook").
+type Webhooks struct {
+	// MaxAttempts is how many delivery attempts a message gets in all
+	// before it is dead-lettered when every answer is temporary (5xx,
+	// timeouts, 3xx, 401, 403, 408, 409, 429, connection errors); the
+	// nine permanent codes are dead-lettered on the first attempt. 1..9;
+	// default 5 (MSGMESH_WEBHOOKS_MAX_ATTEMPTS).
+	MaxAttempts int `mapstructure:"max_attempts"`
+	// AttemptTimeout bounds one attempt, connecting included; default 10s
+	// (MSGMESH_WEBHOOKS_ATTEMPT_TIMEOUT).
+	AttemptTimeout time.Duration `mapstructure:"attempt_timeout"`
+	// BackoffBase is the wait before the second attempt; each later one
+	// doubles it (with up to 20% jitter), capped at BackoffMax. Defaults
+	// 500ms and 8s.
+	BackoffBase time.Duration `mapstructure:"backoff_base"`
+	BackoffMax  time.Duration `mapstructure:"backoff_max"`
+	// Concurrency caps deliveries in flight to one webhook on one process,
+	// first attempts and retries together; default 8. First attempts keep
+	// one in flight per partition whatever this is.
+	Concurrency int `mapstructure:"concurrency"`
+	// RetryPartitions and DLQPartitions are the partition counts of each
+	// tenant's retry and dead-letter topics when they are created; default 3.
+	RetryPartitions int `mapstructure:"retry_partitions"`
+	DLQPartitions   int `mapstructure:"dlq_partitions"`
+	// DLQRetention is the dead-letter topics' retention.ms, whatever the
+	// plan; default 720h (30 days, spec section 2).
+	DLQRetention time.Duration `mapstructure:"dlq_retention"`
+	// UnsafeAllowPrivateTargets lets webhooks target loopback and private
+	// addresses. TEST ONLY: it turns off the SSRF guard's address checks
+	// and logs a loud warning at start
+	// (MSGMESH_WEBHOOKS_UNSAFE_ALLOW_PRIVATE_TARGETS).
+	UnsafeAllowPrivateTargets bool `mapstructure:"unsafe_allow_private_targets"`
+	// UnsafeCAFile is a PEM file of extra CAs trusted for webhook TLS, for
+	// local test receivers. TEST ONLY: logs a loud warning at start
+	// (MSGMESH_WEBHOOKS_UNSAFE_CA_FILE). Empty trusts the system roots.
+	UnsafeCAFile string `mapstructure:"unsafe_ca_file"`
+}
+
 // Limits holds per-plan limits, applied per tenant.
 type Limits struct {
 	Free PlanLimits `mapstructure:"free"`
@@ -293,6 +333,16 @@ func Defaults() Config {
 			WSMaxSubscriptions:  100,
 			WSQueueFrames:       256,
 			TokenExpiringLead:   30 * time.Second,
+		},
+		Webhooks: Webhooks{
+			MaxAttempts:     5,
+			AttemptTimeout:  10 * time.Second,
+			BackoffBase:     500 * time.Millisecond,
+			BackoffMax:      8 * time.Second,
+			Concurrency:     8,
+			RetryPartitions: 3,
+			DLQPartitions:   3,
+			DLQRetention:    30 * 24 * time.Hour,
 		},
 		Limits: Limits{
 			Free: PlanLimits{RequestsPerSecond: 100, MessagesPerSecond: 1000, MonthlyMessages: 1_000_000},
@@ -403,6 +453,28 @@ func (c Config) Validate() error {
 	}
 	if c.Realtime.ReplayWindowRecords <= 0 {
 		bad("realtime.replay_window_records", "must be positive, got %d", c.Realtime.ReplayWindowRecords)
+	}
+	if c.Webhooks.MaxAttempts < 1 || c.Webhooks.MaxAttempts > 9 {
+		bad("webhooks.max_attempts", "want 1..9 (the spec's single-digit retry count), got %d", c.Webhooks.MaxAttempts)
+	}
+	for k, d := range map[string]time.Duration{
+		"webhooks.attempt_timeout": c.Webhooks.AttemptTimeout, "webhooks.backoff_base": c.Webhooks.BackoffBase,
+		"webhooks.backoff_max": c.Webhooks.BackoffMax, "webhooks.dlq_retention": c.Webhooks.DLQRetention,
+	} {
+		if d <= 0 {
+			bad(k, "must be a positive duration, got %v", d)
+		}
+	}
+	if c.Webhooks.BackoffMax < c.Webhooks.BackoffBase {
+		bad("webhooks.backoff_max", "must not be below webhooks.backoff_base")
+	}
+	for k, v := range map[string]int{
+		"webhooks.concurrency": c.Webhooks.Concurrency, "webhooks.retry_partitions": c.Webhooks.RetryPartitions,
+		"webhooks.dlq_partitions": c.Webhooks.DLQPartitions,
+	} {
+		if v <= 0 {
+			bad(k, "must be positive, got %d", v)
+		}
 	}
 	if c.BootstrapAdminKey != "" && !keyRE.MatchString(c.BootstrapAdminKey) {
 		bad("bootstrap_admin_key", `want "mm_" followed by at least 32 of [A-Za-z0-9_-]`)

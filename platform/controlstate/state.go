@@ -85,6 +85,8 @@ type State struct {
 	byHash  map[string]*Key
 	topics  map[topicKey]*Topic
 	signing []*SigningKey // in creation order
+	// webhooks by id (webhooks.go).
+	webhooks map[string]*Webhook
 }
 
 // NewState returns an empty projection.
@@ -225,6 +227,9 @@ func (s *State) Apply(ev Event) error {
 		}
 		delete(s.topics, k)
 	default:
+		if handled, err := s.applyWebhookLocked(ev); handled {
+			return err
+		}
 		return fmt.Errorf("%w: unknown type %q", ErrInvalid, ev.Type)
 	}
 	return nil

@@ -51,6 +51,8 @@ var (
 	CodeShuttingDown      = Code{503, "shutting_down", "The node is shutting down. Retry against another node."}
 	CodeInvalidCursor     = Code{400, "invalid_cursor", "The cursor or Last-Event-ID is malformed, names a partition the topic does not have, or an offset beyond the end of the log. Fix it, or reconnect without one to start live."}
 	CodeTooManySubs       = Code{429, "too_many_subscribers", "This node holds its maximum number of realtime subscribers. Retry after Retry-After, ideally against another node."}
+	CodeWebhookNotFound   = Code{404, "webhook_not_found", "The webhook does not exist in this tenant (deleting is final; a re-registered URL is a new webhook)."}
+	CodeTargetRefused     = Code{422, "webhook_target_refused", "The webhook URL is not a public https target: it is malformed, does not resolve, or resolves to a loopback, private, link-local, metadata or otherwise internal address. The message names the reason; register a public https URL."}
 )
 
 // Catalog lists every code, for docs and the OpenAPI check.
@@ -60,6 +62,7 @@ var Catalog = []Code{
 	CodeKeyNotFound, CodeConsumerNotFound, CodeMethodNotAllowed, CodeConflict, CodePayloadTooLarge,
 	CodeUnsupportedMedia, CodeValidation, CodeRateLimited, CodeQuotaExceeded, CodeTooManyConsumers, CodeInternal,
 	CodeKafkaUnavailable, CodeNotReady, CodeShuttingDown, CodeInvalidCursor, CodeTooManySubs,
+	CodeWebhookNotFound, CodeTargetRefused,
 }
 
 // Error is an API error: a catalog code, a message for the client, and

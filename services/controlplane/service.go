@@ -34,6 +34,8 @@ type Service struct {
 	clog   *controlstate.Log
 	adm    *kadm.Client
 	mapper names.Mapper
+	// webhooks serves /v1/webhooks once SetWebhooks is called (webhooks.go).
+	webhooks *webhookDeps
 }
 
 // New returns a Service appending to clog and managing Kafka topics with adm.

@@ -54,10 +54,11 @@ const (
 
 // deps is the dependency graph; a target's modules start after theirs.
 var deps = map[string][]string{
-	All:           {ControlPlane, Gateway, Realtime},
+	All:           {ControlPlane, Gateway, Realtime, Dispatcher},
 	ControlPlane:  {modKafka, modControlLog, modServer},
 	Gateway:       {modKafka, modControlLog, modServer},
 	Realtime:      {modKafka, modControlLog, modServer},
+	Dispatcher:    {modKafka, modControlLog},
 	modControlLog: {modKafka},
 	modLimits:     {modKafka},
 	modServer:     {modControlLog, modLimits},
@@ -70,6 +71,7 @@ var Targets = map[string]string{
 	ControlPlane: "tenants, keys and topics (/v1/tenants, /v1/keys, /v1/topics)",
 	Gateway:      "publish, poll and commit (/v1/topics/{topic}/messages|poll|commit)",
 	Realtime:     "SSE and WebSocket delivery (/v1/topics/{topic}/events, /v1/ws)",
+	Dispatcher:   "webhook delivery: retries, dead letters, the SSRF guard (no HTTP API; /v1/webhooks is the control plane's)",
 }
 
 // service is a running module: Run blocks until ctx ends or it fails;
@@ -100,6 +102,7 @@ type App struct {
 	cp         *controlplane.Service
 	gw         *gateway.Gateway
 	rt         *realtime.Service
+	wh         *webhookParts // dispatcher.go
 	authn      *auth.Authenticator
 
 	services []service
@@ -159,7 +162,7 @@ func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Log
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	inits := map[string]func(context.Context) error{
 		modKafka: a.initKafka, modControlLog: a.initControlLog, modLimits: a.initLimits, modServer: a.initServer,
-		ControlPlane: a.initControlPlane, Gateway: a.initGateway, Realtime: a.initRealtime, All: func(context.Context) error { return nil },
+		ControlPlane: a.initControlPlane, Gateway: a.initGateway, Realtime: a.initRealtime, Dispatcher: a.initDispatcher, All: func(context.Context) error { return nil },
 	}
 	for _, m := range mods {
 		if err := inits[m](ctx); err != nil {
@@ -362,6 +365,9 @@ func (a *App) controlPlane() *controlplane.Service {
 	if a.cp == nil {
 		a.cp = controlplane.New(a.cfg, a.clog, a.adm, a.log.With("component", "controlplane"))
 		a.cp.Now = a.now
+		if err := a.setupWebhookAPI(a.cp); err != nil {
+			a.log.Error("webhook API disabled", "err", err)
+		}
 	}
 	return a.cp
 }

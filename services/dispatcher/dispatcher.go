@@ -1,0 +1,422 @@
+// Package dispatcher delivers messages to webhooks (spec section 2,
+// "Webhook"): one Kafka consumer group per webhook on its tenant topic,
+// signed POSTs (Standard Webhooks), the nine permanent codes dead-lettered
+// at once, everything else retried through a per-tenant retry topic, dead
+// letters in a per-tenant DLQ topic kept 30 days, and the SSRF guard
+// (platform/ssrf) checking the address of every connection. A delivery the
+// guard stops disables the webhook and leaves the message where it is.
+//
+// Ordering: first attempts keep partition order (one in flight per
+// partition); a retried message may be overtaken by later ones.
+//
+// Attempts: exactly Webhooks.MaxAttempts for a message that only gets
+// temporary answers. The attempt number travels in the retry record, and
+// a record's offset is committed only after its next step (nothing, a
+// retry record or a dead letter) is acknowledged by Kafka, so a restart
+// neither loses nor repeats an attempt; a crash between that
+// acknowledgement and the commit (milliseconds) repeats one.
+package dispatcher
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/config"
+	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/ssrf"
+)
+
+// Config configures a Dispatcher.
+type Config struct {
+	Webhooks config.Webhooks
+	// TopicPrefix is kafka.topic_prefix.
+	TopicPrefix       string
+	ReplicationFactor int16
+	// RequestTimeout bounds Kafka produces and admin calls.
+	RequestTimeout time.Duration
+	// MaxRecordBytes is the largest record produced (retry and dead-letter
+	// records carry a whole message plus metadata), bytes.
+	MaxRecordBytes int
+	// State is the control projection (webhooks, topics).
+	State *controlstate.State
+	// ClientOpts reach Kafka.
+	ClientOpts []kgo.Opt
+	// Guard checks every address dialled for webhooks (required).
+	Guard *ssrf.Guard
+	// TLS is the webhook TLS configuration; nil uses the system roots.
+	TLS *tls.Config
+	// WaitReady blocks until the control projection has caught up.
+	WaitReady func(ctx context.Context) error
+	// Disable records that a webhook is disabled, with the reason (a
+	// control event), and returns once it is applied.
+	Disable func(ctx context.Context, tenant, id, reason string) error
+	Logger  *slog.Logger
+	// Registerer, if set, receives the dispatcher's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Dispatcher runs every enabled webhook's consumer group member and every
+// tenant's retry consumer on this process.
+type Dispatcher struct {
+	cfg    Config
+	log    *slog.Logger
+	names  Names
+	state  *controlstate.State
+	prod   *kgo.Client
+	adm    *kadm.Client
+	client atomic.Pointer[http.Client]
+	kick   chan struct{}
+	// running is set while Run runs; ran is closed when it returns.
+	running atomic.Bool
+	ran     chan struct{}
+
+	mu      sync.Mutex
+	hooks   map[string]*worker // by webhook id
+	retries map[string]*worker // by tenant
+	sems    map[string]chan struct{}
+	ensured map[string]bool // tenants whose retry and DLQ topics exist
+	backoff map[string]time.Time
+
+	attempts    *prometheus.CounterVec
+	deadLetters prometheus.Counter
+}
+
+// worker is a running consumer (a webhook's member or a tenant's retry
+// consumer).
+type worker struct {
+	tenant string
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// New returns a Dispatcher; Run starts it.
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.Guard == nil || cfg.State == nil || cfg.Disable == nil || cfg.WaitReady == nil {
+		return nil, errors.New("dispatcher: Config.Guard, State, Disable and WaitReady are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.ClientOpts...),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes)),
+		kgo.ProducerLinger(0),
+		kgo.RecordDeliveryTimeout(cfg.RequestTimeout),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: producer: %w", err)
+	}
+	d := &Dispatcher{
+		cfg: cfg, log: cfg.Logger, names: Names{Prefix: cfg.TopicPrefix}, state: cfg.State, prod: prod, adm: kadm.NewClient(prod),
+		kick: make(chan struct{}, 1), ran: make(chan struct{}), hooks: map[string]*worker{}, retries: map[string]*worker{},
+		sems: map[string]chan struct{}{}, ensured: map[string]bool{}, backoff: map[string]time.Time{},
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_webhook_attempts_total",
+			Help: "Webhook delivery attempts by outcome (delivered, permanent, temporary, refused)."}, []string{"outcome"}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_webhook_dead_letters_total",
+			Help: "Messages dead-lettered by webhooks."}),
+	}
+	d.SetGuard(cfg.Guard)
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{d.attempts, d.deadLetters} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				prod.Close()
+				return nil, fmt.Errorf("dispatcher: metrics: %w", err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// SetGuard replaces the SSRF guard used from the next connection on.
+func (d *Dispatcher) SetGuard(g *ssrf.Guard) {
+	d.client.Store(g.Client(d.cfg.TLS, d.cfg.Webhooks.AttemptTimeout))
+}
+
+func (d *Dispatcher) httpClient() *http.Client { return d.client.Load() }
+
+// OnControlEvent wakes the dispatcher on webhook changes (register with
+// controlstate.Log.OnApply; never blocks).
+func (d *Dispatcher) OnControlEvent(ev controlstate.Event, outcome error) {
+	if outcome != nil {
+		return
+	}
+	switch ev.Type {
+	case controlstate.TypeWebhookCreated, controlstate.TypeWebhookEnabled, controlstate.TypeWebhookDisabled,
+		controlstate.TypeWebhookDeleted, controlstate.TypeTopicDeleted:
+		select {
+		case d.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Run follows the control projection, starting and stopping consumers,
+// until ctx ends; then it stops them (in-flight attempts finish and their
+// outcome is recorded first).
+func (d *Dispatcher) Run(ctx context.Context) error {
+	d.running.Store(true)
+	defer close(d.ran)
+	if err := d.cfg.WaitReady(ctx); err != nil {
+		return nil
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		d.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			d.stopAll()
+			return nil
+		case <-d.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// Close waits for Run to return (cancel its context first), then releases
+// the producer.
+func (d *Dispatcher) Close(context.Context) {
+	if d.running.Load() {
+		<-d.ran
+	}
+	d.stopAll()
+	d.prod.Close()
+}
+
+func (d *Dispatcher) stopAll() {
+	d.mu.Lock()
+	var ws []*worker
+	for id, w := range d.hooks {
+		ws = append(ws, w)
+		delete(d.hooks, id)
+	}
+	for t, w := range d.retries {
+		ws = append(ws, w)
+		delete(d.retries, t)
+	}
+	d.mu.Unlock()
+	for _, w := range ws {
+		w.cancel()
+	}
+	for _, w := range ws {
+		<-w.done
+	}
+}
+
+// reconcile makes the running consumers match the projection: a member
+// per enabled webhook, a retry consumer per tenant with webhooks.
+func (d *Dispatcher) reconcile(ctx context.Context) {
+	all := d.state.AllWebhooks()
+	wantHook := map[string]controlstate.Webhook{}
+	wantRetry := map[string]bool{}
+	for _, wh := range all {
+		wantRetry[wh.Tenant] = true
+		if wh.Enabled {
+			if _, ok := d.state.Topic(wh.Tenant, wh.Topic); ok {
+				wantHook[wh.ID] = wh
+			}
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, w := range d.hooks {
+		select {
+		case <-w.done:
+			delete(d.hooks, id)
+			if w.err != nil {
+				d.backoff["h"+id] = time.Now().Add(2 * time.Second)
+			}
+			continue
+		default:
+		}
+		if _, ok := wantHook[id]; !ok {
+			w.cancel()
+			delete(d.hooks, id)
+			if w.tenant != "" {
+				if _, exists := d.state.Webhook(w.tenant, id); !exists {
+					go d.forget(w, w.tenant, id)
+				}
+			}
+		}
+	}
+	for t, w := range d.retries {
+		select {
+		case <-w.done:
+			delete(d.retries, t)
+			if w.err != nil {
+				d.backoff["r"+t] = time.Now().Add(2 * time.Second)
+			}
+			continue
+		default:
+		}
+		if !wantRetry[t] {
+			w.cancel()
+			delete(d.retries, t)
+		}
+	}
+	for t := range wantRetry {
+		if _, ok := d.retries[t]; ok || time.Now().Before(d.backoff["r"+t]) || !d.ensureLocked(ctx, t) {
+			continue
+		}
+		d.retries[t] = d.spawn(ctx, func(ctx context.Context) error { return d.runRetry(ctx, t) })
+	}
+	for id, wh := range wantHook {
+		if _, ok := d.hooks[id]; ok || time.Now().Before(d.backoff["h"+id]) || !d.ensureLocked(ctx, wh.Tenant) {
+			continue
+		}
+		w := d.spawn(ctx, func(ctx context.Context) error { return d.runHook(ctx, wh) })
+		w.tenant = wh.Tenant
+		d.hooks[id] = w
+	}
+}
+
+// forget deletes a deleted webhook's consumer groups once its member has
+// left (best effort: a member on another node keeps the main group alive
+// a little longer, and Kafka drops empty groups' offsets after
+// offsets.retention.minutes anyway).
+func (d *Dispatcher) forget(w *worker, tenant, id string) {
+	<-w.done
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.RequestTimeout)
+	defer cancel()
+	_, _ = d.adm.DeleteGroups(ctx, d.names.Group(tenant, id), d.names.InspectGroup(tenant, id), d.names.ReplayGroup(tenant, id))
+}
+
+// ensureLocked makes the tenant's retry and DLQ topics once per process.
+func (d *Dispatcher) ensureLocked(ctx context.Context, tenant string) bool {
+	if d.ensured[tenant] {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	if err := EnsureTopics(ctx, d.adm, d.names, tenant, d.TopicSpec()); err != nil {
+		d.log.Warn("webhooks: making the retry and dead-letter topics", "tenant", tenant, "err", err)
+		return false
+	}
+	d.ensured[tenant] = true
+	return true
+}
+
+// TopicSpec is how the dispatcher makes retry and dead-letter topics.
+func (d *Dispatcher) TopicSpec() TopicSpec {
+	return SpecOf(d.cfg.Webhooks, d.cfg.ReplicationFactor, d.cfg.MaxRecordBytes)
+}
+
+// SpecOf is the TopicSpec for cfg.
+func SpecOf(cfg config.Webhooks, rf int16, maxRecordBytes int) TopicSpec {
+	return TopicSpec{RetryPartitions: int32(cfg.RetryPartitions), DLQPartitions: int32(cfg.DLQPartitions),
+		ReplicationFactor: rf, Retention: cfg.DLQRetention, MaxMessageBytes: maxRecordBytes}
+}
+
+func (d *Dispatcher) spawn(ctx context.Context, run func(context.Context) error) *worker {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &worker{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.err = run(ctx)
+		if w.err != nil && ctx.Err() == nil {
+			select {
+			case d.kick <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return w
+}
+
+// sem is the webhook's per-process concurrency limit.
+func (d *Dispatcher) sem(id string) chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.sems[id]
+	if !ok {
+		s = make(chan struct{}, d.cfg.Webhooks.Concurrency)
+		d.sems[id] = s
+	}
+	return s
+}
+
+// attempt makes one delivery attempt of l to wh. It is not cut short by
+// ctx (shutdown lets it finish so that its outcome is recorded) beyond
+// waiting for a concurrency slot.
+func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l letter) (attemptResult, error) {
+	s := d.sem(wh.ID)
+	select {
+	case s <- struct{}{}:
+	case <-ctx.Done():
+		return attemptResult{}, ctx.Err()
+	}
+	defer func() { <-s }()
+	res := d.post(context.WithoutCancel(ctx), wh.URL, wh.Secret, l.MessageID, l.body())
+	d.attempts.WithLabelValues(res.Outcome.String()).Inc()
+	if res.Outcome != Delivered {
+		d.log.Debug("webhook attempt failed", "webhook", wh.ID, "message", l.MessageID, "attempt", l.Attempt,
+			"status", res.Status, "err", res.Err, "outcome", res.Outcome)
+	}
+	return res, nil
+}
+
+// settle makes the next step of l after attempt number l.Attempt got res
+// durable: nothing (delivered), a dead letter, or a retry record for the
+// next attempt. Refused is returned as is: the caller disables the
+// webhook and leaves the message where it is.
+func (d *Dispatcher) settle(ctx context.Context, l letter, res attemptResult) error {
+	switch res.Outcome {
+	case Delivered, Refused:
+		return nil
+	case Temporary:
+		if l.Attempt < d.cfg.Webhooks.MaxAttempts {
+			next := l
+			next.Attempt++
+			next.NotBefore = time.Now().Add(d.backoffFor(l.Attempt))
+			next.LastStatus, next.LastError = res.Status, res.describe()
+			return d.produce(ctx, next.record(d.names.RetryTopic(l.tenant)))
+		}
+	}
+	dead := l
+	dead.NotBefore = time.Time{}
+	dead.LastStatus, dead.LastError = res.Status, res.describe()
+	if err := d.produce(ctx, dead.record(d.names.DLQTopic(l.tenant))); err != nil {
+		return err
+	}
+	d.deadLetters.Inc()
+	return nil
+}
+
+// backoffFor is the wait after attempt n failed: BackoffBase·2^(n-1),
+// capped at BackoffMax, less up to 20% jitter.
+func (d *Dispatcher) backoffFor(n int) time.Duration {
+	b := d.cfg.Webhooks.BackoffBase
+	for i := 1; i < n && b < d.cfg.Webhooks.BackoffMax; i++ {
+		b *= 2
+	}
+	b = min(b, d.cfg.Webhooks.BackoffMax)
+	return b - time.Duration(rand.Float64()*0.2*float64(b))
+}
+
+func (d *Dispatcher) produce(ctx context.Context, r *kgo.Record) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RequestTimeout)
+	defer cancel()
+	return d.prod.ProduceSync(ctx, r).FirstErr()
+}
+
+// disable records that the guard stopped a delivery to wh.
+func (d *Dispatcher) disable(ctx context.Context, wh controlstate.Webhook, res attemptResult) error {
+	reason := "the SSRF guard refused the delivery: " + res.describe()
+	d.log.Warn("webhook disabled by the SSRF guard", "tenant", wh.Tenant, "webhook", wh.ID, "reason", reason)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RequestTimeout)
+	defer cancel()
+	return d.cfg.Disable(ctx, wh.Tenant, wh.ID, reason)
+}

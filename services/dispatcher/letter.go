@@ -1,0 +1,145 @@
+package dispatcher
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/cursor"
+)
+
+// Metadata headers of retry and dead-letter records. The record's value is
+// the message payload verbatim and its key the webhook id (so one
+// webhook's records share a partition); the original headers follow these.
+// Publishers cannot set msgmesh-* headers, so they never clash.
+const (
+	hWebhook    = "msgmesh-webhook-id"
+	hTopic      = "msgmesh-topic"
+	hMessageID  = "msgmesh-message-id"
+	hCursor     = "msgmesh-cursor"
+	hRoom       = "msgmesh-room"
+	hPublished  = "msgmesh-published-at"
+	hAttempt    = "msgmesh-attempt"
+	hNotBefore  = "msgmesh-not-before"
+	hLastStatus = "msgmesh-last-status"
+	hLastError  = "msgmesh-last-error"
+	// HeaderReplayOf marks a message republished from the dead letters: the
+	// dead letter's cursor in the DLQ topic.
+	HeaderReplayOf = "msgmesh-replay-of"
+)
+
+// letter is one message on its way through a webhook: read from the
+// tenant topic, or from a retry or dead-letter record.
+type letter struct {
+	tenant      string // not encoded: the topics are per tenant
+	Webhook     string
+	Topic       string // tenant topic name
+	MessageID   string
+	Cursor      string // the message's cursor in the tenant topic
+	Room        []byte // nil: no room
+	PublishedAt time.Time
+	Value       []byte
+	Headers     []kgo.RecordHeader // the message's own headers
+	// Attempt is, in a retry record, the number of the attempt to make; in
+	// a dead letter, how many were made.
+	Attempt    int
+	NotBefore  time.Time
+	LastStatus int
+	LastError  string
+}
+
+// messageID is the stable id of a message for webhook-id: the topic's
+// epoch (it changes when a topic is deleted and made again) and the
+// cursor. A replayed message is a new record, so it has a new id.
+func messageID(epoch string, partition int32, offset int64) string {
+	if len(epoch) > 16 {
+		epoch = epoch[:16]
+	}
+	return "msg_" + epoch + "_" + cursor.Cursor{Partition: partition, Offset: offset}.String()
+}
+
+func letterOf(tenant, webhook, topic, epoch string, r *kgo.Record) letter {
+	return letter{tenant: tenant, Webhook: webhook, Attempt: 1, Topic: topic, MessageID: messageID(epoch, r.Partition, r.Offset),
+		Cursor: cursor.Cursor{Partition: r.Partition, Offset: r.Offset}.String(), Room: r.Key,
+		PublishedAt: r.Timestamp, Value: r.Value, Headers: r.Headers}
+}
+
+// record encodes l as a retry or dead-letter record of kafkaTopic.
+func (l letter) record(kafkaTopic string) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, len(l.Headers)+10)
+	add := func(k, v string) { h = append(h, kgo.RecordHeader{Key: k, Value: []byte(v)}) }
+	add(hWebhook, l.Webhook)
+	add(hTopic, l.Topic)
+	add(hMessageID, l.MessageID)
+	add(hCursor, l.Cursor)
+	if l.Room != nil {
+		h = append(h, kgo.RecordHeader{Key: hRoom, Value: l.Room})
+	}
+	add(hPublished, l.PublishedAt.UTC().Format(time.RFC3339Nano))
+	add(hAttempt, strconv.Itoa(l.Attempt))
+	if !l.NotBefore.IsZero() {
+		add(hNotBefore, strconv.FormatInt(l.NotBefore.UnixMilli(), 10))
+	}
+	if l.LastStatus != 0 {
+		add(hLastStatus, strconv.Itoa(l.LastStatus))
+	}
+	if l.LastError != "" {
+		add(hLastError, l.LastError)
+	}
+	h = append(h, l.Headers...)
+	return &kgo.Record{Topic: kafkaTopic, Key: []byte(l.Webhook), Value: l.Value, Headers: h}
+}
+
+var errNotLetter = errors.New("not a webhook retry or dead-letter record")
+
+// parseLetter decodes a record made by letter.record.
+func parseLetter(r *kgo.Record) (letter, error) {
+	var l letter
+	l.Value = r.Value
+	var err error
+	for _, h := range r.Headers {
+		v := string(h.Value)
+		switch h.Key {
+		case hWebhook:
+			l.Webhook = v
+		case hTopic:
+			l.Topic = v
+		case hMessageID:
+			l.MessageID = v
+		case hCursor:
+			l.Cursor = v
+		case hRoom:
+			l.Room = h.Value
+			if l.Room == nil {
+				l.Room = []byte{}
+			}
+		case hPublished:
+			l.PublishedAt, err = time.Parse(time.RFC3339Nano, v)
+		case hAttempt:
+			l.Attempt, err = strconv.Atoi(v)
+		case hNotBefore:
+			var ms int64
+			ms, err = strconv.ParseInt(v, 10, 64)
+			l.NotBefore = time.UnixMilli(ms)
+		case hLastStatus:
+			l.LastStatus, err = strconv.Atoi(v)
+		case hLastError:
+			l.LastError = v
+		default:
+			if !strings.HasPrefix(h.Key, "msgmesh-") || h.Key == HeaderReplayOf {
+				l.Headers = append(l.Headers, h)
+			}
+		}
+		if err != nil {
+			return letter{}, fmt.Errorf("%w: header %s: %v", errNotLetter, h.Key, err)
+		}
+	}
+	if l.Webhook == "" || l.MessageID == "" || l.Attempt < 1 {
+		return letter{}, errNotLetter
+	}
+	return l, nil
+}

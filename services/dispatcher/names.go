@@ -1,0 +1,72 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Names maps webhooks onto Kafka names under one prefix. Topic "wh" and
+// "dlq" are reserved tenant topic names (platform/names), so none of these
+// collides with a tenant topic or a poll group:
+//
+//	webhook group   <prefix>.<tenant>.wh.<id>               msgmesh.acme.wh.wh_1a2b
+//	retry topic     <prefix>.<tenant>.wh.retry (and its group of the same name)
+//	dead letters    <prefix>.<tenant>.dlq                   retention.ms 30 days
+//	inspection      <prefix>.<tenant>.wh.<id>.dlq-inspect   (group; one-shot reads)
+//	replay          <prefix>.<tenant>.wh.<id>.dlq-replay    (group; replay watermark)
+type Names struct{ Prefix string }
+
+// Group is the webhook's consumer group on its tenant topic.
+func (n Names) Group(tenant, id string) string { return n.Prefix + "." + tenant + ".wh." + id }
+
+// RetryTopic holds a tenant's pending retries; its consumer group has the
+// same name.
+func (n Names) RetryTopic(tenant string) string { return n.Prefix + "." + tenant + ".wh.retry" }
+
+// DLQTopic holds a tenant's dead letters.
+func (n Names) DLQTopic(tenant string) string { return n.Prefix + "." + tenant + ".dlq" }
+
+// InspectGroup tracks what one-shot inspection of a webhook's dead letters
+// has already shown.
+func (n Names) InspectGroup(tenant, id string) string { return n.Group(tenant, id) + ".dlq-inspect" }
+
+// ReplayGroup tracks how far "replay all" of a webhook's dead letters got.
+func (n Names) ReplayGroup(tenant, id string) string { return n.Group(tenant, id) + ".dlq-replay" }
+
+// TopicSpec says how EnsureTopics makes a tenant's retry and dead-letter
+// topics.
+type TopicSpec struct {
+	RetryPartitions   int32
+	DLQPartitions     int32
+	ReplicationFactor int16
+	// Retention is the retention.ms of both (the dead letters' 30 days,
+	// whatever the tenant's plan).
+	Retention time.Duration
+	// MaxMessageBytes is their max.message.bytes: a dead letter is the
+	// largest message plus its metadata headers.
+	MaxMessageBytes int
+}
+
+// EnsureTopics makes tenant's retry and dead-letter topics when missing.
+// Safe to call repeatedly and from any node.
+func EnsureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string, spec TopicSpec) error {
+	retention := strconv.FormatInt(spec.Retention.Milliseconds(), 10)
+	maxMessage := strconv.Itoa(spec.MaxMessageBytes)
+	cfg := map[string]*string{"retention.ms": &retention, "max.message.bytes": &maxMessage}
+	for topic, parts := range map[string]int32{n.RetryTopic(tenant): spec.RetryPartitions, n.DLQTopic(tenant): spec.DLQPartitions} {
+		resp, err := adm.CreateTopic(ctx, parts, spec.ReplicationFactor, cfg, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create %s: %w", topic, err)
+		}
+	}
+	return nil
+}
