@@ -81,8 +81,10 @@ func TestCredentialsCapabilityTable(t *testing.T) {
 	mk("reader", h.Cap{Ops: []string{"topics.read"}, Topics: []string{"chat-*"}})
 	mk("settings", h.Cap{Ops: []string{"tenant.settings"}, Topics: []string{"*"}})
 	keys["admin"] = admin
-	// A victim for the revoke row of keysmgr.
-	victimID, _ := h.RoleKey(t, n.URL, admin, "victim", "consumer")
+	// A victim for the revoke row of keysmgr: a key within keysmgr's own
+	// capabilities (a broader one it may not revoke: see below).
+	victimID, _ := h.CapKey(t, n.URL, admin, "victim", h.Cap{Ops: []string{"keys.manage"}, Topics: []string{"*"}})
+	broaderID, _ := h.RoleKey(t, n.URL, admin, "broader", "consumer")
 
 	chatKT := c.TenantKafkaTopic("default", "chat")
 	before := h.TotalRecords(t, c.Brokers, chatKT)
@@ -144,6 +146,7 @@ func TestCredentialsCapabilityTable(t *testing.T) {
 		{"keysmgr", "POST", "/v1/keys", map[string]any{"name": "k3", "role": "producer"}, F, []string{"publish"}},
 		{"keysmgr", "POST", "/v1/keys", map[string]any{"name": "k4", "capabilities": []h.Cap{{Ops: []string{"publish"}, Topics: []string{"chat"}}}}, F, []string{"publish", `"chat"`}},
 		{"keysmgr", "POST", "/v1/keys", map[string]any{"name": "k5", "role": "admin"}, F, nil},
+		{"keysmgr", "DELETE", "/v1/keys/" + broaderID, nil, F, []string{"broader than itself"}},
 		{"keysmgr", "DELETE", "/v1/keys/" + victimID, nil, 204, nil},
 		{"keysmgr", "POST", "/v1/topics/chat/messages", credMsg("room-42", 1), F, []string{"publish"}},
 		{"keysmgr", "POST", "/v1/tokens", nil, F, []string{"tokens.mint"}},

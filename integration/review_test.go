@@ -93,3 +93,87 @@ func TestPollConsumerSlotsAreShared(t *testing.T) {
 	}
 	h.Must(t, n.URL, "POST", "/v1/topics/jobs/poll", c.AdminKey, map[string]any{"group": "g", "consumer": "a", "wait_ms": 0}, 200)
 }
+
+// A narrow keys.manage key may not revoke a key broader than itself.
+func TestNarrowKeyCannotRevokeAdmin(t *testing.T) {
+	c := h.NewCluster(t)
+	n := c.Start(t, nil)
+	km := h.Must(t, n.URL, "POST", "/v1/keys", c.AdminKey, map[string]any{"name": "km",
+		"capabilities": []map[string]any{{"ops": []string{"keys.manage"}, "topics": []string{"*"}}}}, 201).JSON(t)["key"].(string)
+	prod := h.Must(t, n.URL, "POST", "/v1/keys", c.AdminKey, map[string]any{"name": "p", "role": "producer"}, 201).JSON(t)
+	var adminID string
+	for _, k := range h.Must(t, n.URL, "GET", "/v1/keys", km, nil, 200).JSON(t)["keys"].([]any) {
+		if m := k.(map[string]any); m["role"] == "admin" {
+			adminID = m["id"].(string)
+		}
+	}
+	r := h.Do(t, n.URL, "DELETE", "/v1/keys/"+adminID, km, nil)
+	if r.Status != 403 {
+		t.Fatalf("narrow key revoking the admin key: %d %s", r.Status, r.Body)
+	}
+	h.Must(t, n.URL, "GET", "/v1/topics", c.AdminKey, nil, 200)
+	// A key within its own capabilities it may revoke... a producer key is
+	// broader than keys.manage alone, so that is refused too; the admin may.
+	h.Must(t, n.URL, "DELETE", "/v1/keys/"+prod["id"].(string), km, nil, 403)
+	h.Must(t, n.URL, "DELETE", "/v1/keys/"+prod["id"].(string), c.AdminKey, nil, 204)
+}
+
+// Odd paths and values get JSON errors, never redirects or overflows.
+func TestEdgeRequests(t *testing.T) {
+	c := h.NewCluster(t)
+	n := c.Start(t, nil)
+	h.Must(t, n.URL, "POST", "/v1/topics", c.AdminKey, map[string]any{"name": "orders"}, 201)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("GET", n.URL+"/v1/topics/", nil)
+	req.Header.Set("Authorization", "Bearer "+c.AdminKey)
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 || resp.Header.Get("X-Request-Id") == "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("trailing slash: %d %v", resp.StatusCode, resp.Header)
+	}
+	if r := h.Do(t, n.URL, "POST", "/v1/topics/orders%2Fmessages", c.AdminKey, map[string]any{"data": 1}); r.Status == 200 {
+		t.Fatalf("encoded slash reached publish: %s", r.Body)
+	}
+	if r := h.Do(t, n.URL, "POST", "/v1/tokens", c.AdminKey, map[string]any{"ttl_seconds": int64(18446744174)}); r.Status != 422 && r.Status != 400 {
+		t.Fatalf("huge ttl_seconds: %d %s", r.Status, r.Body)
+	}
+	tok := h.Must(t, n.URL, "POST", "/v1/tokens", c.AdminKey, map[string]any{"ttl_seconds": 900}, 200).JSON(t)
+	if tok["ttl_seconds"] != float64(900) {
+		t.Fatalf("ttl_seconds %v, want 900", tok["ttl_seconds"])
+	}
+	if r := h.Do(t, n.URL, "GET", "/v1/tenant", c.OperatorKey, nil); r.Status != 403 {
+		t.Fatalf("operator on /v1/tenant: %d %s", r.Status, r.Body)
+	}
+}
+
+// Shutdown does not wait out long polls: a poll parked for 30 s ends at
+// once with 503 shutting_down and the node stops promptly.
+func TestShutdownEndsLongPolls(t *testing.T) {
+	c := h.NewCluster(t)
+	n := c.Start(t, nil)
+	h.Must(t, n.URL, "POST", "/v1/topics", c.AdminKey, map[string]any{"name": "idle"}, 201)
+	h.Must(t, n.URL, "POST", "/v1/topics/idle/poll", c.AdminKey, map[string]any{"group": "g", "wait_ms": 0}, 200)
+	got := make(chan h.Response, 1)
+	go func() {
+		got <- h.Do(t, n.URL, "POST", "/v1/topics/idle/poll", c.AdminKey, map[string]any{"group": "g", "wait_ms": 30000})
+	}()
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("shutdown took %v with a long poll parked", d)
+	}
+	select {
+	case r := <-got:
+		if r.Status != 503 && r.Status != 200 {
+			t.Fatalf("parked poll answered %d %s", r.Status, r.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("parked poll never answered")
+	}
+}

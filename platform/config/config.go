@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -63,7 +64,8 @@ type HTTP struct {
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
 	// CORSOrigins may call the API from a browser (CORS); default ["*"].
 	// Credentials are bearer headers, never cookies, so "*" exposes
-	// nothing a page could not already send. Empty disables CORS.
+	// nothing a page could not already send. Each entry is "*" or an
+	// origin "scheme://host[:port]"; ["none"] (or empty) disables CORS.
 	CORSOrigins []string `mapstructure:"cors_origins"`
 }
 
@@ -182,7 +184,7 @@ type Realtime struct {
 	RetryHint time.Duration `mapstructure:"retry_hint"`
 	// SubscriberBuffer is how many live records one subscriber may have
 	// queued; when full it leaves the live feed and catches up from Kafka
-	// from its own position (never slowing the others). Default 1024.
+	// from its own position (never slowing the others). Default 128.
 	SubscriberBuffer int `mapstructure:"subscriber_buffer"`
 	// MaxSubscribers caps SSE streams plus WebSocket subscriptions on one
 	// process; over it: 429 too_many_subscribers. Default 10000.
@@ -325,7 +327,7 @@ func Defaults() Config {
 			ReplayWindowAge:     24 * time.Hour,
 			Heartbeat:           15 * time.Second,
 			RetryHint:           2 * time.Second,
-			SubscriberBuffer:    1024,
+			SubscriberBuffer:    128,
 			MaxSubscribers:      10000,
 			MaxCatchups:         256,
 			HubLinger:           5 * time.Second,
@@ -393,6 +395,15 @@ func (c Config) Validate() error {
 	}
 	if c.Poll.DefaultWait < 0 || c.Poll.DefaultWait > c.Poll.MaxWait {
 		bad("poll.default_wait", "must be between 0 and poll.max_wait (%v), got %v", c.Poll.MaxWait, c.Poll.DefaultWait)
+	}
+	for _, o := range c.HTTP.CORSOrigins {
+		if o == "*" || (o == "none" && len(c.HTTP.CORSOrigins) == 1) {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			bad("http.cors_origins", "want \"*\", \"none\" or origins like https://app.example.com, got %q", o)
+		}
 	}
 	if c.HTTP.MaxBodyBytes <= 0 {
 		bad("http.max_body_bytes", "must be positive")

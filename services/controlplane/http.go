@@ -139,9 +139,13 @@ func (s *Service) createTenant(c *gin.Context) {
 
 func (s *Service) getTenant(c *gin.Context) {
 	p := auth.PrincipalOf(c)
+	if p.Operator {
+		s.fail(c, httpapi.Errorf(httpapi.CodeForbidden, "the operator key belongs to no tenant: use GET /v1/tenants/{id}"))
+		return
+	}
 	t, ok := s.State().Tenant(p.Tenant)
 	if !ok {
-		s.fail(c, httpapi.Errorf(httpapi.CodeTenantNotFound, "the operator key belongs to no tenant"))
+		s.fail(c, httpapi.Errorf(httpapi.CodeTenantNotFound, "tenant not found"))
 		return
 	}
 	c.JSON(http.StatusOK, s.tenantView(t))
@@ -213,7 +217,7 @@ func (s *Service) revokeKey(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := s.RevokeKey(c.Request.Context(), p.Tenant, c.Param("id")); err != nil {
+	if err := s.RevokeKey(c.Request.Context(), p, c.Param("id")); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -413,8 +417,8 @@ func (s *Service) mintToken(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if req.TTLSeconds < 0 {
-		s.fail(c, httpapi.Errorf(httpapi.CodeValidation, "ttl_seconds must be positive"))
+	if req.TTLSeconds < 0 || int64(req.TTLSeconds) > int64(s.cfg.Tokens.MaxTTL/time.Second) {
+		s.fail(c, httpapi.Errorf(httpapi.CodeValidation, "ttl_seconds must be between 1 and %d", int64(s.cfg.Tokens.MaxTTL/time.Second)))
 		return
 	}
 	now := s.now()
@@ -423,5 +427,13 @@ func (s *Service) mintToken(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"token": tok, "expires_at": exp.UTC().Format(timeFormat), "ttl_seconds": int(exp.Sub(now).Round(time.Second).Seconds())})
+	c.JSON(http.StatusOK, gin.H{"token": tok, "expires_at": exp.UTC().Format(timeFormat), "ttl_seconds": int(ttlOf(req.TTLSeconds, s.cfg.Tokens.DefaultTTL).Seconds())})
+}
+
+// ttlOf is the ttl a mint request asked for (seconds; 0 = def).
+func ttlOf(seconds int, def time.Duration) time.Duration {
+	if seconds == 0 {
+		return def
+	}
+	return time.Duration(seconds) * time.Second
 }

@@ -154,7 +154,22 @@ func (s *Service) CreateKey(ctx context.Context, caller auth.Principal, name, ro
 }
 
 // RevokeKey revokes key id of tenant on every node.
-func (s *Service) RevokeKey(ctx context.Context, tenant, id string) error {
+//
+// A caller may only revoke keys it could have created (their capabilities
+// within its own): a narrow keys.manage key cannot lock out the admin.
+func (s *Service) RevokeKey(ctx context.Context, caller auth.Principal, id string) error {
+	tenant := caller.Tenant
+	k, ok := s.State().Key(tenant, id)
+	if !ok {
+		return httpapi.Errorf(httpapi.CodeKeyNotFound, "key %q not found", id)
+	}
+	target := k.Capabilities
+	if k.Role != "" {
+		target = capability.ForRole(k.Role)
+	}
+	if err := capability.Subset(target, caller.Caps); err != nil {
+		return httpapi.Errorf(httpapi.CodeForbidden, "this credential may not revoke a key broader than itself: %v", err)
+	}
 	_, err := s.clog.Append(ctx, controlstate.TypeKeyRevoked, controlstate.KeyRevokedData{Tenant: tenant, KeyID: id})
 	return appendErr(err, httpapi.CodeKeyNotFound, "key "+strconv.Quote(id))
 }

@@ -108,6 +108,12 @@ func (g *Gateway) poll(c *gin.Context) {
 		if clientGone(c, err) {
 			return
 		}
+		if errors.Is(err, pollgroup.ErrUnknownMember) {
+			if _, ok := g.state.Topic(p.Tenant, c.Param("topic")); !ok {
+				g.fail(c, httpapi.Errorf(httpapi.CodeTopicNotFound, "topic %q was deleted", c.Param("topic")))
+				return
+			}
+		}
 		if isDraining(g.draining) {
 			g.fail(c, &httpapi.Error{Code: httpapi.CodeShuttingDown, Message: "the node is shutting down; poll again (another node or after restart)", RetryAfter: 1})
 			return

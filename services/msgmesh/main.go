@@ -73,6 +73,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "msgmesh serve: %v (see msgmesh serve --help)\n", err)
+		return 2
+	}
+	targets := strings.Split(*target, ",")
+	if _, err := app.Resolve(targets); err != nil {
+		fmt.Fprintf(stderr, "msgmesh: %v\n", err)
 		return 2
 	}
 	if *listTargets {
@@ -89,11 +95,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	log := newLogger(cfg.Log, stderr)
-	targets := strings.Split(*target, ",")
-	if _, err := app.Resolve(targets); err != nil {
-		fmt.Fprintf(stderr, "msgmesh: %v\n", err)
-		return 2
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -136,7 +137,8 @@ func load(fs *pflag.FlagSet, file string) (config.Config, error) {
 		}
 	}
 	var cfg config.Config
-	if err := v.Unmarshal(&cfg, func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = false }); err != nil {
+	// Unknown keys (a typo in the config file) are errors, not silence.
+	if err := v.Unmarshal(&cfg, func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true }); err != nil {
 		return config.Config{}, err
 	}
 	// An empty MSGMESH_KAFKA_BROKERS means "embedded".

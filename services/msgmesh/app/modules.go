@@ -202,6 +202,7 @@ func (a *App) initControlLog(ctx context.Context) error {
 	octx, cancel := context.WithTimeout(ctx, 2*a.cfg.Kafka.RequestTimeout)
 	defer cancel()
 	l, err := controlstate.Open(octx, controlstate.Config{
+		AppendTimeout:     a.cfg.Kafka.RequestTimeout,
 		Topic:             names.Mapper{Prefix: a.cfg.Kafka.TopicPrefix}.ControlTopic(),
 		ClientOpts:        a.clientOpts,
 		ReplicationFactor: int16(a.cfg.Kafka.ReplicationFactor),
@@ -272,9 +273,15 @@ func (a *App) initServer(ctx context.Context) error {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
+	// No redirects for a trailing slash or a cleaned path (they would answer
+	// HTML without X-Request-Id); match on the raw path so an encoded slash
+	// stays inside its segment.
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	e.UseRawPath = true
 	e.ContextWithFallback = true
 	e.Use(httpapi.RequestID(), httpapi.Recover(a.log), httpapi.AccessLog(a.log), httpapi.LimitBody(a.cfg.HTTP.MaxBodyBytes))
-	if origins := a.cfg.HTTP.CORSOrigins; len(origins) > 0 {
+	if origins := a.cfg.HTTP.CORSOrigins; len(origins) > 0 && !(len(origins) == 1 && origins[0] == "none") {
 		cc := cors.Config{
 			AllowMethods:  []string{"GET", "POST", "PATCH", "DELETE"},
 			AllowHeaders:  []string{"Authorization", "Content-Type", "Last-Event-ID", "X-Request-Id"},
@@ -407,6 +414,8 @@ func (a *App) initGateway(ctx context.Context) error {
 	}
 	a.clog.OnApply(g.OnControlEvent)
 	g.Routes(a.api)
+	// Long polls end at once when shutdown begins, not after their wait_ms.
+	a.server.RegisterOnShutdown(g.Drain)
 	a.gw = g
 	a.add(service{name: "gateway", run: g.Run, stop: g.Close})
 	return nil
