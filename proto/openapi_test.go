@@ -9,6 +9,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/services/controlplane"
 )
 
 func loadSpec(t *testing.T) *openapi3.T {
@@ -216,17 +218,34 @@ func minus(a, b []string) []string {
 	return out
 }
 
-// eventTypeConstants parses platform/controlstate/events.go for every
-// exported Type* string constant, so a new event type fails this test
-// until the schema names it.
+// eventTypeConstants parses every non-test file of platform/controlstate
+// (events.go, webhooks.go, ...) for every exported Type* string constant,
+// so a new event type fails this test until the schema names it.
 func eventTypeConstants(t *testing.T) map[string]string {
 	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "../platform/controlstate/events.go", nil, 0)
-	if err != nil {
-		t.Fatalf("parse controlstate/events.go: %v", err)
+	files, err := filepath.Glob("../platform/controlstate/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no files in platform/controlstate (%v)", err)
 	}
+	fset := token.NewFileSet()
 	out := map[string]string{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatalf("parse %s: %v", name, err)
+		}
+		collectTypeConstants(f, out)
+	}
+	if len(out) == 0 {
+		t.Fatal("found no Type* constants in platform/controlstate")
+	}
+	return out
+}
+
+func collectTypeConstants(f *ast.File, out map[string]string) {
 	for _, d := range f.Decls {
 		gd, ok := d.(*ast.GenDecl)
 		if !ok || gd.Tok != token.CONST {
@@ -247,10 +266,6 @@ func eventTypeConstants(t *testing.T) map[string]string {
 			}
 		}
 	}
-	if len(out) == 0 {
-		t.Fatal("found no Type* constants in controlstate/events.go")
-	}
-	return out
 }
 
 func TestEventsSchemaNamesEveryType(t *testing.T) {
@@ -300,7 +315,8 @@ func TestEventsSchemaNamesEveryType(t *testing.T) {
 	// The constants the compiler knows agree with what the parser found.
 	for _, v := range []string{controlstate.TypeTenantCreated, controlstate.TypeTenantSettingsChanged,
 		controlstate.TypeKeyCreated, controlstate.TypeKeyRevoked, controlstate.TypeTopicCreated, controlstate.TypeTopicDeleted,
-		controlstate.TypeTenantSuspended, controlstate.TypeTenantReinstated, controlstate.TypeSigningKeyCreated, controlstate.TypeSigningKeyRetired} {
+		controlstate.TypeTenantSuspended, controlstate.TypeTenantReinstated, controlstate.TypeSigningKeyCreated, controlstate.TypeSigningKeyRetired,
+		controlstate.TypeWebhookCreated, controlstate.TypeWebhookEnabled, controlstate.TypeWebhookDisabled, controlstate.TypeWebhookDeleted} {
 		if !slices.Contains(values, v) {
 			t.Errorf("parser missed %q", v)
 		}
@@ -367,6 +383,9 @@ func TestEventsSchemaValidatesRealEvents(t *testing.T) {
 		"signing_key.created":             ev(controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: "sk_0123456789abcdef", Seed: base64.StdEncoding.EncodeToString(make([]byte, 32))}),
 		"signing_key.retired":             ev(controlstate.TypeSigningKeyRetired, controlstate.SigningKeyRetiredData{KID: "sk_0123456789abcdef"}),
 	}
+	for name, b := range webhookEvents(t, ev, true) {
+		valid[name] = b
+	}
 	for name, b := range valid {
 		if err := validateJSON(sch, b); err != nil {
 			t.Errorf("%s should be valid: %v\n%s", name, err, b)
@@ -385,6 +404,9 @@ func TestEventsSchemaValidatesRealEvents(t *testing.T) {
 		"bad time":                   bytes.Replace(ev(controlstate.TypeTopicDeleted, controlstate.TopicDeletedData{Tenant: "acme", Topic: "o"}), []byte(`"at":"2026-11-30T`), []byte(`"at":"2026-13-30T`), 1),
 		"plaintext key":              []byte(`{"v":1,"type":"key.created","id":"0123456789abcdef0123456789abcdef","at":"2026-11-30T11:46:00Z","data":{"tenant":"acme","key_id":"key_0123456789abcdef","name":"","role":"admin","hash":"` + kd.Hash + `","prefix":"mm_abcdef","key":"mm_secret"}}`),
 	}
+	for name, b := range webhookEvents(t, ev, false) {
+		invalid[name] = b
+	}
 	for name, b := range invalid {
 		if err := validateJSON(sch, b); err == nil {
 			t.Errorf("%s should be invalid:\n%s", name, b)
@@ -398,4 +420,49 @@ func validateJSON(sch *jsonschema.Schema, b []byte) error {
 		return err
 	}
 	return sch.Validate(v)
+}
+
+// webhookEvents are webhook events as the control plane and the
+// dispatcher write them (valid), or broken ones (invalid). The secret is
+// made by the control plane's own generator.
+func webhookEvents(t *testing.T, ev func(string, any) []byte, valid bool) map[string][]byte {
+	t.Helper()
+	created := controlstate.WebhookCreatedData{Tenant: "acme", ID: "wh_0123456789abcdef", Topic: "orders",
+		KafkaTopic: "msgmesh.acme.orders", URL: "https://hooks.example.com/msgmesh?x=1", Secret: controlplane.NewWebhookSecret(),
+		Group: "msgmesh.acme.wh.wh_0123456789abcdef", StartOffsets: map[int32]int64{0: 0, 1: 42, 2: 7}}
+	withRoom := created
+	withRoom.Room, withRoom.StartOffsets = "eu", nil
+	if valid {
+		return map[string][]byte{
+			"webhook.created":               ev(controlstate.TypeWebhookCreated, created),
+			"webhook.created with room":     ev(controlstate.TypeWebhookCreated, withRoom),
+			"webhook.enabled":               ev(controlstate.TypeWebhookEnabled, controlstate.WebhookEnabledData{Tenant: "acme", ID: created.ID}),
+			"webhook.enabled new url":       ev(controlstate.TypeWebhookEnabled, controlstate.WebhookEnabledData{Tenant: "acme", ID: created.ID, URL: "https://fixed.example.com/hook"}),
+			"webhook.disabled by the guard": ev(controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: "acme", ID: created.ID, Reason: "the SSRF guard refused the delivery: ssrf: 10.0.0.1 is private"}),
+			"webhook.disabled with a url":   ev(controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: "acme", ID: created.ID, Reason: "disabled through the API", URL: "https://other.example.com/"}),
+			"webhook.deleted":               ev(controlstate.TypeWebhookDeleted, controlstate.WebhookDeletedData{Tenant: "acme", ID: created.ID}),
+		}
+	}
+	httpURL := created
+	httpURL.URL = "http://hooks.example.com/"
+	badID := created
+	badID.ID = "0123456789abcdef"
+	badSecret := created
+	badSecret.Secret = "c2VjcmV0"
+	badOffsets := created
+	noSecret := created
+	noSecret.Secret = ""
+	return map[string][]byte{
+		"webhook.created http url":     ev(controlstate.TypeWebhookCreated, httpURL),
+		"webhook.created bad id":       ev(controlstate.TypeWebhookCreated, badID),
+		"webhook.created bad secret":   ev(controlstate.TypeWebhookCreated, badSecret),
+		"webhook.created no secret":    ev(controlstate.TypeWebhookCreated, noSecret),
+		"webhook.created empty room":   bytes.Replace(ev(controlstate.TypeWebhookCreated, created), []byte(`"secret":`), []byte(`"room":"","secret":`), 1),
+		"webhook.created bad offsets":  bytes.Replace(ev(controlstate.TypeWebhookCreated, badOffsets), []byte(`"1":42`), []byte(`"x":42`), 1),
+		"webhook.created negative":     bytes.Replace(ev(controlstate.TypeWebhookCreated, badOffsets), []byte(`"1":42`), []byte(`"1":-1`), 1),
+		"webhook.disabled no reason":   ev(controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: "acme", ID: created.ID}),
+		"webhook.enabled created data": ev(controlstate.TypeWebhookEnabled, created),
+		"webhook.deleted extra field":  ev(controlstate.TypeWebhookDeleted, controlstate.WebhookDisabledData{Tenant: "acme", ID: created.ID, Reason: "x"}),
+		"webhook.enabled ftp url":      ev(controlstate.TypeWebhookEnabled, controlstate.WebhookEnabledData{Tenant: "acme", ID: created.ID, URL: "ftp://example.com/"}),
+	}
 }

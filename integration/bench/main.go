@@ -48,6 +48,7 @@ type options struct {
 	keep         bool
 	diagnose     bool
 	rt           rtOptions // realtime.go
+	wh           whOptions // webhooks.go
 }
 
 func main() {
@@ -66,13 +67,14 @@ func main() {
 	flag.IntVar(&o.pollMax, "poll-max", 1000, "poll max (messages per response)")
 	flag.IntVar(&o.pollWait, "poll-wait-ms", 1000, "poll wait_ms")
 	flag.DurationVar(&o.pollTimeout, "poll-timeout", 5*time.Minute, "upper bound of each consume scenario")
-	flag.StringVar(&o.scenarios, "scenarios", "single,batch,poll,realtime", "which comparisons to run: single, batch, poll, realtime")
+	flag.StringVar(&o.scenarios, "scenarios", "single,batch,poll,realtime,webhooks", "which comparisons to run: single, batch, poll, realtime, webhooks")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write this process's CPU profile here (with -inprocess it covers the gateway)")
 	flag.StringVar(&o.kafkaVersion, "kafka-version", "4.4.0", "broker version, for the report")
 	flag.BoolVar(&o.diagnose, "diagnose", false, "add diagnostic rows: franz-go with the gateway's Produce-then-wait pattern")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's topics and groups on the broker")
 	registerRealtimeFlags(&o.rt)
+	registerWebhookFlags(&o.wh)
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)
@@ -88,11 +90,11 @@ func run(o options) error {
 	want := map[string]bool{}
 	for _, s := range strings.Split(o.scenarios, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "single", "batch", "poll", "realtime":
+		case "single", "batch", "poll", "realtime", "webhooks":
 			want[s] = true
 		case "":
 		default:
-			return fmt.Errorf("unknown scenario %q (want single, batch, poll, realtime)", s)
+			return fmt.Errorf("unknown scenario %q (want single, batch, poll, realtime, webhooks)", s)
 		}
 	}
 	if o.payload < 16 || o.dur <= 0 || o.singleConc < 1 || o.batchConc < 1 || o.batchSize < 1 || o.prefill < 1 || o.partitions < 1 {
@@ -202,6 +204,14 @@ func run(o options) error {
 		}
 	}
 
+	var wh *whReport
+	if want["webhooks"] {
+		logf("webhooks dispatch: %s webhooks on one topic, %d POSTs/s offered for %v", o.wh.counts, o.wh.postRate, o.wh.dur)
+		if wh, err = runWebhooks(o.wh, o.msgmesh, o.brokers); err != nil {
+			return err
+		}
+	}
+
 	var w io.Writer = os.Stdout
 	var f *os.File
 	if o.out != "" {
@@ -213,6 +223,7 @@ func run(o options) error {
 	}
 	report(w, o, m, results, prefillTook, e.meter.kafkaPid != 0)
 	reportRealtime(w, rt)
+	reportWebhooks(w, wh)
 	return nil
 }
 

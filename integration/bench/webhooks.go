@@ -1,0 +1,383 @@
+package main
+
+// The webhooks benchmark: dispatch throughput to a local HTTPS receiver at
+// 1 and at 50 webhooks on one topic. A fresh msgmesh subprocess runs with
+// the two test-only settings (webhooks may target loopback; the receiver's
+// self-signed certificate is trusted); the receiver is an httptest TLS
+// server in this process on 127.0.0.1. Per scenario: messages are
+// published at a steady rate for a fixed time, each carrying its publish
+// time; the receiver counts the POSTs (unique per webhook and webhook-id)
+// and the publish-to-delivery latency.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// whOptions are the webhooks scenario's flags.
+type whOptions struct {
+	counts     string
+	postRate   int
+	dur        time.Duration
+	partitions int
+	payload    int
+}
+
+func registerWebhookFlags(o *whOptions) {
+	flag.StringVar(&o.counts, "webhooks", "1,50", "webhooks: webhook counts on one topic, one scenario each")
+	flag.IntVar(&o.postRate, "webhooks-post-rate", 1000, "webhooks: offered POSTs/s (messages published per second × webhooks)")
+	flag.DurationVar(&o.dur, "webhooks-duration", 10*time.Second, "webhooks: publishing time of each scenario")
+	flag.IntVar(&o.partitions, "webhooks-partitions", 6, "webhooks: partitions of each scenario's topic")
+	flag.IntVar(&o.payload, "webhooks-payload", 256, "webhooks: approximate bytes of each message's JSON value")
+}
+
+// whResult is one webhooks scenario.
+type whResult struct {
+	Hooks      int
+	Rate       int // messages published per second (offered)
+	Published  int64
+	PubErrors  int64
+	Expected   int64
+	Delivered  int64 // unique (webhook, webhook-id) POSTs of measured messages
+	Duplicates int64
+	Elapsed    time.Duration // first publish to last delivery
+	Lat        *hist
+	CPU        float64 // msgmesh CPU seconds, first publish to end of drain
+	Note       string
+}
+
+func (r whResult) rate() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Delivered) / r.Elapsed.Seconds()
+}
+
+type whReport struct {
+	Opts    whOptions
+	Results []whResult
+}
+
+// whReceiver is the HTTPS endpoint every webhook POSTs to (path /h/<n>).
+type whReceiver struct {
+	srv       *httptest.Server
+	mu        sync.Mutex
+	seen      map[string]bool // path + " " + webhook-id
+	warm      map[string]bool // paths that got a warm-up message
+	delivered atomic.Int64
+	dups      atomic.Int64
+	lastAt    atomic.Int64 // unix ns of the last measured delivery
+	lat       atomic.Pointer[hist]
+}
+
+func newWHReceiver() *whReceiver {
+	rc := &whReceiver{seen: map[string]bool{}, warm: map[string]bool{}}
+	rc.lat.Store(&hist{})
+	rc.srv = httptest.NewTLSServer(http.HandlerFunc(rc.serve))
+	return rc
+}
+
+func (rc *whReceiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	now := time.Now()
+	id := r.Header.Get("webhook-id")
+	countPayloads(body, func() {
+		rc.mu.Lock()
+		rc.warm[r.URL.Path] = true
+		rc.mu.Unlock()
+	}, func(ts int64) {
+		k := r.URL.Path + " " + id
+		rc.mu.Lock()
+		dup := rc.seen[k]
+		rc.seen[k] = true
+		rc.mu.Unlock()
+		if dup {
+			rc.dups.Add(1)
+			return
+		}
+		rc.lat.Load().add(now.Sub(time.Unix(0, ts)))
+		rc.delivered.Add(1)
+		rc.lastAt.Store(now.UnixNano())
+	})
+	w.WriteHeader(http.StatusOK)
+}
+
+func (rc *whReceiver) warmCount(paths []string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := 0
+	for _, p := range paths {
+		if rc.warm[p] {
+			n++
+		}
+	}
+	return n
+}
+
+// reset starts a new scenario's counters.
+func (rc *whReceiver) reset() {
+	rc.mu.Lock()
+	rc.seen = map[string]bool{}
+	rc.mu.Unlock()
+	rc.delivered.Store(0)
+	rc.dups.Store(0)
+	rc.lat.Store(&hist{})
+}
+
+// runWebhooks runs the webhooks scenarios on a fresh msgmesh.
+func runWebhooks(o whOptions, msgmeshBin, brokers string) (*whReport, error) {
+	counts, err := parseCounts(o.counts)
+	if err != nil {
+		return nil, err
+	}
+	if o.postRate < 1 || o.postRate > 100000 || o.dur <= 0 || o.dur > 2*time.Minute || o.partitions < 1 || o.payload < 32 {
+		return nil, errors.New("webhooks flags: post rate 1..100000, duration up to 2m, partitions >= 1, payload >= 32")
+	}
+	for _, n := range counts {
+		if n > 200 {
+			return nil, fmt.Errorf("webhooks: %d webhooks on one topic: at most 200", n)
+		}
+	}
+	rc := newWHReceiver()
+	defer rc.srv.Close()
+	dir, err := os.MkdirTemp("", "msgmesh-bench-wh")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	ca := filepath.Join(dir, "receiver.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rc.srv.Certificate().Raw}), 0o600); err != nil {
+		return nil, err
+	}
+	// startServer passes this process's environment on: the two test-only
+	// settings for this server only.
+	env := map[string]string{
+		"MSGMESH_WEBHOOKS_UNSAFE_ALLOW_PRIVATE_TARGETS": "true",
+		"MSGMESH_WEBHOOKS_UNSAFE_CA_FILE":               ca,
+	}
+	for k, v := range env {
+		_ = os.Setenv(k, v)
+	}
+	srv, err := startServer(msgmeshBin, brokers, false, 90*time.Second)
+	for k := range env {
+		_ = os.Unsetenv(k)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhooks msgmesh: %w", err)
+	}
+	defer func() {
+		srv.stop()
+		cleanup(strings.Split(brokers, ","), srv.prefix)
+	}()
+	rep := &whReport{Opts: o}
+	for _, n := range counts {
+		r, err := webhookScenario(srv, rc, o, n)
+		if err != nil {
+			return nil, err
+		}
+		logf("  %2d webhook(s) × %d msgs/s: %8.0f delivered POSTs/s (%d/%d, %.2f %%), p50 %v p99 %v, %d duplicates, msgmesh CPU %.1f s%s",
+			n, r.Rate, r.rate(), r.Delivered, r.Expected, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
+			r.Lat.quantile(0.5), r.Lat.quantile(0.99), r.Duplicates, r.CPU, map[bool]string{true: " (" + r.Note + ")", false: ""}[r.Note != ""])
+		rep.Results = append(rep.Results, r)
+	}
+	return rep, nil
+}
+
+// whCall makes one API call with the admin key and decodes a 2xx answer
+// into out (may be nil).
+func whCall(ctx context.Context, srv *server, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, srv.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+srv.key)
+	resp, err := rtHTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// webhookScenario registers n webhooks on a fresh topic, warms them up,
+// publishes at o.postRate/n messages/s for o.dur and drains.
+func webhookScenario(srv *server, rc *whReceiver, o whOptions, n int) (whResult, error) {
+	rate := max(o.postRate/n, 1)
+	r := whResult{Hooks: n, Rate: rate}
+	topic := fmt.Sprintf("wh%d", n)
+	if _, err := srv.createTopic(topic, o.partitions); err != nil {
+		return r, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.dur+4*time.Minute)
+	defer cancel()
+	var ids, paths []string
+	for i := range n {
+		path := fmt.Sprintf("/h/%d-%d", n, i)
+		var wh struct {
+			ID string `json:"id"`
+		}
+		if err := whCall(ctx, srv, http.MethodPost, "/v1/webhooks", map[string]any{"topic": topic, "url": rc.srv.URL + path}, &wh); err != nil {
+			return r, fmt.Errorf("register webhook %d: %w", i, err)
+		}
+		ids, paths = append(ids, wh.ID), append(paths, path)
+	}
+	defer func() {
+		for _, id := range ids {
+			_ = whCall(context.Background(), srv, http.MethodDelete, "/v1/webhooks/"+id, nil, nil)
+		}
+	}()
+	pad := strings.Repeat("x", max(o.payload-70, 1))
+	var seq atomic.Int64
+	batch := func(warm bool, k int) []byte {
+		b := []byte(`{"messages":[`)
+		for j := range k {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			s := seq.Add(1)
+			w := ""
+			if warm {
+				w = `"warm":1,`
+			}
+			b = fmt.Appendf(b, `{"room":"r%d","data":{%s"seq":%d,"ts":%d,"pad":"%s"}}`, s%64, w, s, time.Now().UnixNano(), pad)
+		}
+		return append(b, "]}"...)
+	}
+	publish := func(body []byte) error {
+		_, err := postJSON(ctx, srv.base+"/v1/topics/"+topic+"/messages", body, "Authorization", "Bearer "+srv.key)
+		return err
+	}
+	// Warm-up: every webhook's consumer group member has joined and
+	// delivered (60 s at most).
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := publish(batch(true, 1)); err != nil {
+			return r, fmt.Errorf("warm-up publish: %w", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+		if rc.warmCount(paths) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.Note = fmt.Sprintf("only %d of %d webhooks received the warm-up within 60s", rc.warmCount(paths), n)
+			break
+		}
+	}
+	time.Sleep(time.Second) // the last warm-up deliveries finish
+	rc.reset()
+
+	// Measured: rate messages/s for o.dur, in batch requests every tick
+	// (each in its own goroutine so that a slow one does not shift the
+	// schedule).
+	tickEvery := 10 * time.Millisecond
+	perTick := rate / 100
+	if perTick < 1 {
+		perTick, tickEvery = 1, time.Second/time.Duration(rate)
+	}
+	ticks := int(o.dur / tickEvery)
+	tick := time.NewTicker(tickEvery)
+	var wg sync.WaitGroup
+	var pubOK, pubErr atomic.Int64
+	var firstErr atomic.Value
+	cpu0 := procCPUSeconds(srv.pid)
+	start := time.Now()
+	rc.lastAt.Store(start.UnixNano())
+	for range ticks {
+		<-tick.C
+		wg.Add(1)
+		go func(body []byte) {
+			defer wg.Done()
+			if err := publish(body); err != nil {
+				pubErr.Add(int64(perTick))
+				firstErr.CompareAndSwap(nil, err.Error())
+				return
+			}
+			pubOK.Add(int64(perTick))
+		}(batch(false, perTick))
+	}
+	tick.Stop()
+	wg.Wait()
+	r.Published, r.PubErrors = pubOK.Load(), pubErr.Load()
+	r.Expected = r.Published * int64(n)
+	// Drain: until everything arrived, nothing arrived for 5 s, or 90 s.
+	drainEnd := time.Now().Add(90 * time.Second)
+	last, lastChange := rc.delivered.Load(), time.Now()
+	for rc.delivered.Load() < r.Expected && time.Now().Before(drainEnd) {
+		time.Sleep(50 * time.Millisecond)
+		if d := rc.delivered.Load(); d != last {
+			last, lastChange = d, time.Now()
+		} else if time.Since(lastChange) > 5*time.Second {
+			break
+		}
+	}
+	r.CPU = procCPUSeconds(srv.pid) - cpu0
+	r.Delivered, r.Duplicates = rc.delivered.Load(), rc.dups.Load()
+	r.Elapsed = time.Duration(rc.lastAt.Load() - start.UnixNano())
+	r.Lat = rc.lat.Load()
+	if v := firstErr.Load(); v != nil {
+		r.Note = joinNote(r.Note, "first publish error: "+v.(string))
+	}
+	if r.Delivered < r.Expected {
+		r.Note = joinNote(r.Note, strconv.FormatInt(r.Expected-r.Delivered, 10)+" POSTs missing at the end of the drain")
+	}
+	return r, nil
+}
+
+func reportWebhooks(w io.Writer, rep *whReport) {
+	if rep == nil {
+		return
+	}
+	o := rep.Opts
+	_, _ = fmt.Fprintf(w, "\n### Webhooks dispatch\n\n")
+	_, _ = fmt.Fprintf(w, "- One topic per scenario (%d partitions), N webhooks on it, all to one local HTTPS receiver (httptest TLS on 127.0.0.1, answers 200 at once) in the benchmark process; msgmesh is a fresh subprocess with `webhooks.unsafe_allow_private_targets` and `webhooks.unsafe_ca_file` (test-only) and the other webhook settings at their defaults.\n", o.partitions)
+	_, _ = fmt.Fprintf(w, "- Offered load: %d POSTs/s = messages/s × N, published for %v in batch requests every 10 ms (64 rooms), ~%d-byte JSON values carrying their publish time. Delivered POSTs/s = unique (webhook, webhook-id) POSTs / (first publish → last delivery); latency = publish call start → POST received.\n\n",
+		o.postRate, o.dur, o.payload)
+	_, _ = fmt.Fprintln(w, "| Webhooks | Published msgs/s | Published | Expected POSTs | Delivered | Complete | Delivered POSTs/s | p50 | p99 | Duplicates | msgmesh CPU s |")
+	_, _ = fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	for _, r := range rep.Results {
+		_, _ = fmt.Fprintf(w, "| %d | %d | %d | %d | %d | %.2f %% | %.0f | %s | %s | %d | %.1f |\n",
+			r.Hooks, r.Rate, r.Published, r.Expected, r.Delivered, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
+			r.rate(), ms(r.Lat.quantile(0.5)), ms(r.Lat.quantile(0.99)), r.Duplicates, r.CPU)
+	}
+	var notes []string
+	for _, r := range rep.Results {
+		if r.Note != "" {
+			notes = append(notes, fmt.Sprintf("- %d webhook(s): %s", r.Hooks, r.Note))
+		}
+	}
+	if len(notes) > 0 {
+		_, _ = fmt.Fprintln(w, "\nWebhooks notes:")
+		for _, n := range notes {
+			_, _ = fmt.Fprintln(w, n)
+		}
+	}
+}
