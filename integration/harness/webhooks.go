@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/config"
 )
@@ -253,7 +258,7 @@ func (c *Cluster) DLQRecords(t testing.TB, tenant, id string) int {
 	t.Helper()
 	topic := c.Prefix + "." + tenant + ".dlq"
 	n := 0
-	for _, recs := range ReadByOffset(t, c.Brokers, topic) {
+	for _, recs := range ReadCommitted(t, c.Brokers, topic) {
 		for _, r := range recs {
 			if string(r.Key) == id {
 				n++
@@ -261,4 +266,66 @@ func (c *Cluster) DLQRecords(t testing.TB, tenant, id string) int {
 		}
 	}
 	return n
+}
+
+// ReadCommitted reads every record of kafkaTopic a read_committed consumer
+// sees (up to the last stable offset), by partition and offset. The
+// dispatcher writes retry and dead-letter records in transactions: a
+// record of an aborted transaction is not a retry or a dead letter.
+func ReadCommitted(t testing.TB, brokers []string, kafkaTopic string) map[int32]map[int64]*kgo.Record {
+	t.Helper()
+	adm := KafkaAdmin(t, brokers)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lso, err := adm.ListCommittedOffsets(ctx, kafkaTopic)
+	if err == nil {
+		err = lso.Error()
+	}
+	out := map[int32]map[int64]*kgo.Record{}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return out
+	}
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", kafkaTopic, err)
+	}
+	parts := map[int32]kgo.Offset{}
+	ends := map[int32]int64{}
+	lso.Each(func(o kadm.ListedOffset) {
+		out[o.Partition] = map[int64]*kgo.Record{}
+		if o.Offset > 0 {
+			parts[o.Partition] = kgo.NewOffset().AtStart()
+			ends[o.Partition] = o.Offset
+		}
+	})
+	if len(parts) == 0 {
+		return out
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{kafkaTopic: parts}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatalf("kafka consumer: %v", err)
+	}
+	defer cl.Close()
+	done := map[int32]bool{}
+	for len(done) < len(parts) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: timed out; done partitions %v of %v", kafkaTopic, done, ends)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= ends[r.Partition] {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				out[r.Partition][r.Offset] = r
+			}
+			if r.Offset+1 >= ends[r.Partition] {
+				done[r.Partition] = true
+			}
+		})
+	}
+	return out
 }

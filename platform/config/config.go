@@ -237,6 +237,12 @@ type Webhooks struct {
 	// DLQRetention is the dead-letter topics' retention.ms, whatever the
 	// plan; default 720h (30 days, spec section 2).
 	DLQRetention time.Duration `mapstructure:"dlq_retention"`
+	// SessionTimeout is the Kafka group session timeout of the
+	// dispatcher's consumers: how long partitions of a killed node stay
+	// with it before another node takes them over; default 10s
+	// (MSGMESH_WEBHOOKS_SESSION_TIMEOUT). Within the brokers'
+	// group.min/max.session.timeout.ms (6s..30min by default).
+	SessionTimeout time.Duration `mapstructure:"session_timeout"`
 	// UnsafeAllowPrivateTargets lets webhooks target loopback and private
 	// addresses. TEST ONLY: it turns off the SSRF guard's address checks
 	// and logs a loud warning at start
@@ -246,6 +252,12 @@ type Webhooks struct {
 	// local test receivers. TEST ONLY: logs a loud warning at start
 	// (MSGMESH_WEBHOOKS_UNSAFE_CA_FILE). Empty trusts the system roots.
 	UnsafeCAFile string `mapstructure:"unsafe_ca_file"`
+	// UnsafeTestHoldRetryCommit makes the retry consumer wait this long
+	// after its transaction's records are written and before it commits,
+	// so that a test can kill the process inside that window. TEST ONLY:
+	// logs a loud warning at start
+	// (MSGMESH_WEBHOOKS_UNSAFE_TEST_HOLD_RETRY_COMMIT). Zero: no wait.
+	UnsafeTestHoldRetryCommit time.Duration `mapstructure:"unsafe_test_hold_retry_commit"`
 }
 
 // Limits holds per-plan limits, applied per tenant.
@@ -345,6 +357,7 @@ func Defaults() Config {
 			RetryPartitions: 3,
 			DLQPartitions:   3,
 			DLQRetention:    30 * 24 * time.Hour,
+			SessionTimeout:  10 * time.Second,
 		},
 		Limits: Limits{
 			Free: PlanLimits{RequestsPerSecond: 100, MessagesPerSecond: 1000, MonthlyMessages: 1_000_000},
@@ -471,6 +484,7 @@ func (c Config) Validate() error {
 	for k, d := range map[string]time.Duration{
 		"webhooks.attempt_timeout": c.Webhooks.AttemptTimeout, "webhooks.backoff_base": c.Webhooks.BackoffBase,
 		"webhooks.backoff_max": c.Webhooks.BackoffMax, "webhooks.dlq_retention": c.Webhooks.DLQRetention,
+		"webhooks.session_timeout": c.Webhooks.SessionTimeout,
 	} {
 		if d <= 0 {
 			bad(k, "must be a positive duration, got %v", d)

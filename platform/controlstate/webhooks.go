@@ -58,6 +58,11 @@ type WebhookDisabledData struct {
 	Reason string `json:"reason"`
 	// URL, when set, replaces the webhook's URL.
 	URL string `json:"url,omitempty"`
+	// Offsets are the webhook group's committed offsets on KafkaTopic
+	// when it was disabled, by partition: where delivery resumes if Kafka
+	// expired the empty group's offsets (offsets.retention.minutes)
+	// before it is enabled again.
+	Offsets map[int32]int64 `json:"offsets,omitempty"`
 }
 
 // WebhookDeletedData deletes a webhook.
@@ -68,15 +73,19 @@ type WebhookDeletedData struct {
 
 // Webhook is a webhook as the projection holds it.
 type Webhook struct {
-	Tenant         string          `json:"-"`
-	ID             string          `json:"id"`
-	Topic          string          `json:"topic"`
-	KafkaTopic     string          `json:"kafka_topic"`
-	URL            string          `json:"url"`
-	Room           string          `json:"room,omitempty"`
-	Secret         string          `json:"-"`
-	Group          string          `json:"group"`
-	StartOffsets   map[int32]int64 `json:"-"`
+	Tenant       string          `json:"-"`
+	ID           string          `json:"id"`
+	Topic        string          `json:"topic"`
+	KafkaTopic   string          `json:"kafka_topic"`
+	URL          string          `json:"url"`
+	Room         string          `json:"room,omitempty"`
+	Secret       string          `json:"-"`
+	Group        string          `json:"group"`
+	StartOffsets map[int32]int64 `json:"-"`
+	// StopOffsets are the group's offsets recorded by the last
+	// webhook.disabled event (kept after enabling): the resume position
+	// when Kafka has expired the group's own offsets.
+	StopOffsets    map[int32]int64 `json:"-"`
 	Enabled        bool            `json:"enabled"`
 	DisabledReason string          `json:"disabled_reason,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
@@ -131,6 +140,9 @@ func (s *State) applyWebhookLocked(ev Event) (handled bool, err error) {
 			return true, fmt.Errorf("%w: webhook %q", ErrNotFound, d.ID)
 		}
 		w.Enabled, w.DisabledReason, w.UpdatedAt = false, d.Reason, ev.At
+		if len(d.Offsets) > 0 {
+			w.StopOffsets = d.Offsets
+		}
 		if d.URL != "" {
 			w.URL = d.URL
 		}

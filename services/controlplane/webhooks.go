@@ -88,7 +88,7 @@ func (s *Service) checkTarget(ctx context.Context, raw string) error {
 		return httpapi.Errorf(httpapi.CodeValidation, "url is required (a public https URL)")
 	}
 	if err := s.webhooks.guard().CheckTarget(ctx, raw); err != nil {
-		return httpapi.Errorf(httpapi.CodeTargetRefused, "webhook url refused: %v", err)
+		return httpapi.Errorf(httpapi.CodeTargetRefused, "webhook url refused: %s", dispatcher.RedactError(err))
 	}
 	return nil
 }
@@ -174,7 +174,8 @@ func (s *Service) SetWebhook(ctx context.Context, w controlstate.Webhook, enable
 		if w.Enabled || reason == "" {
 			reason = "disabled through the API"
 		}
-		_, err = s.clog.Append(ctx, controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: w.Tenant, ID: w.ID, Reason: reason, URL: url})
+		_, err = s.clog.Append(ctx, controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: w.Tenant, ID: w.ID, Reason: reason, URL: url,
+			Offsets: s.webhookOffsets(ctx, w)})
 	}
 	if err := appendErr(err, httpapi.CodeWebhookNotFound, "webhook "+strconv.Quote(w.ID)); err != nil {
 		return controlstate.Webhook{}, err
@@ -189,11 +190,36 @@ func (s *Service) SetWebhook(ctx context.Context, w controlstate.Webhook, enable
 // DisableWebhook records that the dispatcher stopped delivering to
 // webhook id (the SSRF guard refused it), with the reason.
 func (s *Service) DisableWebhook(ctx context.Context, tenant, id, reason string) error {
-	_, err := s.clog.Append(ctx, controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: tenant, ID: id, Reason: reason})
+	var offs map[int32]int64
+	if w, ok := s.State().Webhook(tenant, id); ok {
+		offs = s.webhookOffsets(ctx, w)
+	}
+	_, err := s.clog.Append(ctx, controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: tenant, ID: id, Reason: reason, Offsets: offs})
 	if errors.Is(err, controlstate.ErrNotFound) {
 		return nil // deleted meanwhile
 	}
 	return err
+}
+
+// webhookOffsets is w's group's committed offsets on its Kafka topic (nil
+// when Kafka cannot say): recorded in webhook.disabled, they are where
+// delivery resumes if Kafka expires the empty group's offsets while the
+// webhook is disabled.
+func (s *Service) webhookOffsets(ctx context.Context, w controlstate.Webhook) map[int32]int64 {
+	resp, err := s.adm.FetchOffsets(ctx, w.Group)
+	if err != nil {
+		return nil
+	}
+	out := map[int32]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.Topic == w.KafkaTopic && o.At >= 0 {
+			out[o.Partition] = o.At
+		}
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // webhookOf loads the webhook named by the path and checks that the

@@ -322,7 +322,9 @@ func (dl *DeadLetters) bounds(ctx context.Context, topic string) (starts, ends m
 	if err != nil {
 		return nil, nil, fmt.Errorf("dead letters: %w", err)
 	}
-	eo, err := dl.adm.ListEndOffsets(ctx, topic)
+	// Dead letters are written in transactions: read up to the last
+	// stable offset (what read_committed consumers see).
+	eo, err := dl.adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = eo.Error()
 	}
@@ -374,6 +376,11 @@ func (dl *DeadLetters) scan(ctx context.Context, topic string, from, ends map[in
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, dl.clientOpts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
 		kgo.FetchMaxWait(200*time.Millisecond),
+		// Dead letters of aborted transactions are never shown; the
+		// transaction markers are kept (and skipped below) so that a
+		// partition ending with one is seen to end.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return err
@@ -397,7 +404,7 @@ func (dl *DeadLetters) scan(ctx context.Context, topic string, from, ends map[in
 			if done[r.Partition] || r.Offset >= ends[r.Partition] {
 				return
 			}
-			if !fn(r) || r.Offset+1 >= ends[r.Partition] {
+			if (!r.Attrs.IsControl() && !fn(r)) || r.Offset+1 >= ends[r.Partition] {
 				done[r.Partition] = true
 				open--
 			}

@@ -73,12 +73,10 @@ type attemptResult struct {
 	Outcome Outcome
 }
 
-// describe is the dead letter's "last error" text.
+// describe is the dead letter's "last error" text, redacted (no URL
+// query, no resolver address) and capped (RedactError).
 func (r attemptResult) describe() string {
-	if r.Err != nil {
-		return r.Err.Error()
-	}
-	return ""
+	return RedactError(r.Err)
 }
 
 // Sign returns the Standard Webhooks signature header value for a message:

@@ -11,10 +11,13 @@
 //
 // Attempts: exactly Webhooks.MaxAttempts for a message that only gets
 // temporary answers. The attempt number travels in the retry record, and
-// a record's offset is committed only after its next step (nothing, a
-// retry record or a dead letter) is acknowledged by Kafka, so a restart
-// neither loses nor repeats an attempt; a crash between that
-// acknowledgement and the commit (milliseconds) repeats one.
+// a record's next step (nothing, a retry record or a dead letter) is
+// written in the same Kafka transaction that commits the record's offset
+// (GroupTransactSession; every reader of the retry and dead-letter topics
+// reads committed), so a restart neither loses an attempt nor forks the
+// sequence: exactly one dead letter. A crash after an attempt was made
+// but before its transaction committed makes that attempt again (at
+// least once: the receiver deduplicates by webhook-id).
 package dispatcher
 
 import (
@@ -25,6 +28,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +82,9 @@ type Dispatcher struct {
 	adm    *kadm.Client
 	client atomic.Pointer[http.Client]
 	kick   chan struct{}
+	// instance makes the transactional ids of this process's consumers
+	// unique (host, pid and random bits).
+	instance string
 	// running is set while Run runs; ran is closed when it returns.
 	running atomic.Bool
 	ran     chan struct{}
@@ -86,8 +93,12 @@ type Dispatcher struct {
 	hooks   map[string]*worker // by webhook id
 	retries map[string]*worker // by tenant
 	sems    map[string]chan struct{}
-	ensured map[string]bool // tenants whose retry and DLQ topics exist
 	backoff map[string]time.Time
+
+	// ensuredMu guards ensured; never held with mu (making topics waits
+	// for Kafka, and deliveries need mu for their concurrency slot).
+	ensuredMu sync.Mutex
+	ensured   map[string]bool // tenants whose retry and DLQ topics exist
 
 	attempts    *prometheus.CounterVec
 	deadLetters prometheus.Counter
@@ -121,7 +132,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		cfg: cfg, log: cfg.Logger, names: Names{Prefix: cfg.TopicPrefix}, state: cfg.State, prod: prod, adm: kadm.NewClient(prod),
-		kick: make(chan struct{}, 1), ran: make(chan struct{}), hooks: map[string]*worker{}, retries: map[string]*worker{},
+		kick: make(chan struct{}, 1), instance: instanceID(), ran: make(chan struct{}), hooks: map[string]*worker{}, retries: map[string]*worker{},
 		sems: map[string]chan struct{}{}, ensured: map[string]bool{}, backoff: map[string]time.Time{},
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_webhook_attempts_total",
 			Help: "Webhook delivery attempts by outcome (delivered, permanent, temporary, refused)."}, []string{"outcome"}),
@@ -230,6 +241,12 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 			}
 		}
 	}
+	// Make topics first, without d.mu: CreateTopics can take up to
+	// RequestTimeout and deliveries need d.mu (sem).
+	ready := map[string]bool{}
+	for t := range wantRetry {
+		ready[t] = d.ensure(ctx, t)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for id, w := range d.hooks {
@@ -268,13 +285,13 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 		}
 	}
 	for t := range wantRetry {
-		if _, ok := d.retries[t]; ok || time.Now().Before(d.backoff["r"+t]) || !d.ensureLocked(ctx, t) {
+		if _, ok := d.retries[t]; ok || time.Now().Before(d.backoff["r"+t]) || !ready[t] {
 			continue
 		}
 		d.retries[t] = d.spawn(ctx, func(ctx context.Context) error { return d.runRetry(ctx, t) })
 	}
 	for id, wh := range wantHook {
-		if _, ok := d.hooks[id]; ok || time.Now().Before(d.backoff["h"+id]) || !d.ensureLocked(ctx, wh.Tenant) {
+		if _, ok := d.hooks[id]; ok || time.Now().Before(d.backoff["h"+id]) || !ready[wh.Tenant] {
 			continue
 		}
 		w := d.spawn(ctx, func(ctx context.Context) error { return d.runHook(ctx, wh) })
@@ -294,9 +311,13 @@ func (d *Dispatcher) forget(w *worker, tenant, id string) {
 	_, _ = d.adm.DeleteGroups(ctx, d.names.Group(tenant, id), d.names.InspectGroup(tenant, id), d.names.ReplayGroup(tenant, id))
 }
 
-// ensureLocked makes the tenant's retry and DLQ topics once per process.
-func (d *Dispatcher) ensureLocked(ctx context.Context, tenant string) bool {
-	if d.ensured[tenant] {
+// ensure makes the tenant's retry and DLQ topics once per process. Called
+// by reconcile only (one at a time), without d.mu.
+func (d *Dispatcher) ensure(ctx context.Context, tenant string) bool {
+	d.ensuredMu.Lock()
+	done := d.ensured[tenant]
+	d.ensuredMu.Unlock()
+	if done {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
@@ -305,8 +326,19 @@ func (d *Dispatcher) ensureLocked(ctx context.Context, tenant string) bool {
 		d.log.Warn("webhooks: making the retry and dead-letter topics", "tenant", tenant, "err", err)
 		return false
 	}
+	d.ensuredMu.Lock()
 	d.ensured[tenant] = true
+	d.ensuredMu.Unlock()
 	return true
+}
+
+// instanceID is host-pid-random: unique to this process.
+func instanceID() string {
+	host, _ := os.Hostname()
+	if len(host) > 32 {
+		host = host[:32]
+	}
+	return fmt.Sprintf("%s-%d-%08x", host, os.Getpid(), rand.Uint32())
 }
 
 // TopicSpec is how the dispatcher makes retry and dead-letter topics.
@@ -363,16 +395,18 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l let
 	d.attempts.WithLabelValues(res.Outcome.String()).Inc()
 	if res.Outcome != Delivered {
 		d.log.Debug("webhook attempt failed", "webhook", wh.ID, "message", l.MessageID, "attempt", l.Attempt,
-			"status", res.Status, "err", res.Err, "outcome", res.Outcome)
+			"status", res.Status, "err", res.describe(), "outcome", res.Outcome)
 	}
 	return res, nil
 }
 
-// settle makes the next step of l after attempt number l.Attempt got res
-// durable: nothing (delivered), a dead letter, or a retry record for the
-// next attempt. Refused is returned as is: the caller disables the
-// webhook and leaves the message where it is.
-func (d *Dispatcher) settle(ctx context.Context, l letter, res attemptResult) error {
+// nextStep is the record that makes the next step of l after attempt
+// number l.Attempt got res durable: nil (delivered), a dead letter, or a
+// retry record for the next attempt. The caller writes it in the same
+// transaction as the commit of the record l came from. Refused has no
+// next step: the caller disables the webhook and leaves the message where
+// it is.
+func (d *Dispatcher) nextStep(l letter, res attemptResult) *kgo.Record {
 	switch res.Outcome {
 	case Delivered, Refused:
 		return nil
@@ -382,17 +416,13 @@ func (d *Dispatcher) settle(ctx context.Context, l letter, res attemptResult) er
 			next.Attempt++
 			next.NotBefore = time.Now().Add(d.backoffFor(l.Attempt))
 			next.LastStatus, next.LastError = res.Status, res.describe()
-			return d.produce(ctx, next.record(d.names.RetryTopic(l.tenant)))
+			return next.record(d.names.RetryTopic(l.tenant))
 		}
 	}
 	dead := l
 	dead.NotBefore = time.Time{}
 	dead.LastStatus, dead.LastError = res.Status, res.describe()
-	if err := d.produce(ctx, dead.record(d.names.DLQTopic(l.tenant))); err != nil {
-		return err
-	}
-	d.deadLetters.Inc()
-	return nil
+	return dead.record(d.names.DLQTopic(l.tenant))
 }
 
 // backoffFor is the wait after attempt n failed: BackoffBase·2^(n-1),
@@ -404,12 +434,6 @@ func (d *Dispatcher) backoffFor(n int) time.Duration {
 	}
 	b = min(b, d.cfg.Webhooks.BackoffMax)
 	return b - time.Duration(rand.Float64()*0.2*float64(b))
-}
-
-func (d *Dispatcher) produce(ctx context.Context, r *kgo.Record) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RequestTimeout)
-	defer cancel()
-	return d.prod.ProduceSync(ctx, r).FirstErr()
 }
 
 // disable records that the guard stopped a delivery to wh.

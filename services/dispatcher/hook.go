@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/controlstate"
@@ -16,44 +19,53 @@ import (
 // and the webhook was disabled.
 var errRefused = errors.New("delivery refused by the SSRF guard; webhook disabled")
 
-// partitionStep is how each partition's run of first attempts ended.
+// partitionStep is how one partition's run of first attempts in a poll
+// ended: the next steps to make durable (retry records and dead letters),
+// and the first record not handled (nil when all were), which the
+// partition is rewound to.
 type partitionStep struct {
-	refused *attemptResult
-	err     error
+	out       []*kgo.Record
+	unhandled *kgo.Record
+	refused   *attemptResult
+	// stopped: the webhook was disabled or deleted meanwhile.
+	stopped bool
 }
 
 // runHook is one webhook's consumer group member on its tenant topic. Each
 // poll takes up to Concurrency records; each partition's records are
 // attempted in order, one in flight per partition, partitions in
-// parallel. A record's offset is committed once its first attempt's
-// outcome is durable. Rebalances wait for the poll's records
-// (BlockRebalanceOnPoll), so a commit never crosses a rebalance.
+// parallel. Then, in one Kafka transaction, the next steps of those
+// attempts (retry records, dead letters) are written and the consumed
+// offsets committed: both or neither, so a crash can repeat an attempt
+// but never fork a retry sequence or write a second dead letter.
+// Rebalances wait for the poll's records and the transaction
+// (BlockRebalanceOnPoll).
+//
+// When the webhook is disabled or deleted meanwhile, or the guard refuses
+// a delivery, the partitions are rewound to their first record not
+// handled, what was handled is committed, and the member ends: a new one
+// starts from the committed offsets once the webhook is enabled again.
 func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error {
 	topic, ok := d.state.Topic(wh.Tenant, wh.Topic)
 	if !ok {
 		return nil
 	}
+	if err := d.restoreOffsets(ctx, wh, topic.KafkaTopic); err != nil {
+		return fmt.Errorf("webhook %s: %w", wh.ID, err)
+	}
 	perPoll := d.cfg.Webhooks.Concurrency
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, d.cfg.ClientOpts...),
-		kgo.ConsumerGroup(wh.Group),
-		kgo.ConsumeTopics(topic.KafkaTopic),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		// The group's offsets were committed at registration; a partition
-		// without one (added later) starts at its beginning.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RebalanceTimeout(time.Duration(perPoll)*(d.cfg.Webhooks.AttemptTimeout+d.cfg.RequestTimeout)+30*time.Second),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)...)
+	sess, err := d.session(wh.Group, topic.KafkaTopic,
+		// A partition's records are attempted one after the other.
+		time.Duration(perPoll)*d.cfg.Webhooks.AttemptTimeout)
 	if err != nil {
 		return fmt.Errorf("webhook %s: client: %w", wh.ID, err)
 	}
-	defer cl.CloseAllowingRebalance()
+	defer sess.CloseAllowingRebalance()
 	log := d.log.With("webhook", wh.ID, "tenant", wh.Tenant)
 	for {
-		fs := cl.PollRecords(ctx, perPoll)
+		fs := sess.PollRecords(ctx, perPoll)
 		if ctx.Err() != nil {
-			cl.AllowRebalance()
+			sess.AllowRebalance()
 			return nil
 		}
 		fs.EachError(func(t string, p int32, err error) {
@@ -63,7 +75,12 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 		})
 		byPart := map[int32][]*kgo.Record{}
 		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
-		steps := make(chan partitionStep, len(byPart))
+		if len(byPart) == 0 {
+			sess.AllowRebalance()
+			continue
+		}
+		steps := make([]partitionStep, 0, len(byPart))
+		var mu sync.Mutex
 		var stop sync.Once
 		halt := make(chan struct{})
 		var wg sync.WaitGroup
@@ -71,73 +88,260 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				step := d.firstAttempts(ctx, cl, wh, topic.Epoch, recs, halt)
-				if step.refused != nil || step.err != nil {
+				step := d.firstAttempts(ctx, wh, topic.Epoch, recs, halt)
+				if step.refused != nil || step.stopped {
 					stop.Do(func() { close(halt) })
-					steps <- step
 				}
+				mu.Lock()
+				steps = append(steps, step)
+				mu.Unlock()
 			}()
 		}
 		wg.Wait()
-		close(steps)
 		var refused *attemptResult
-		var failure error
-		for s := range steps {
+		var stopped bool
+		var out []*kgo.Record
+		var unhandled []*kgo.Record
+		for _, s := range steps {
 			if s.refused != nil && refused == nil {
 				refused = s.refused
 			}
-			if s.err != nil && failure == nil {
-				failure = s.err
+			stopped = stopped || s.stopped
+			out = append(out, s.out...)
+			if s.unhandled != nil {
+				unhandled = append(unhandled, s.unhandled)
 			}
 		}
-		cl.AllowRebalance()
+		committed, err := d.commitStep(ctx, sess, byPart, out, unhandled, 0)
+		sess.AllowRebalance()
+		if err != nil {
+			// Leave the group and start over from the committed offsets.
+			return fmt.Errorf("webhook %s: %w", wh.ID, err)
+		}
+		if !committed {
+			log.Info("webhook: transaction aborted (rebalance); the poll's attempts will be made again")
+		}
 		if refused != nil {
 			if err := d.disable(ctx, wh, *refused); err != nil {
 				return fmt.Errorf("webhook %s: recording that it is disabled: %w", wh.ID, err)
 			}
 			return errRefused
 		}
-		if failure != nil {
-			// Leave the group and start over from the committed offsets.
-			return fmt.Errorf("webhook %s: %w", wh.ID, failure)
+		if stopped || ctx.Err() != nil {
+			return nil
 		}
 	}
 }
 
 // firstAttempts attempts recs (one partition, in order) until done, halt
-// closes, ctx ends, the guard refuses or Kafka fails.
-func (d *Dispatcher) firstAttempts(ctx context.Context, cl *kgo.Client, wh controlstate.Webhook, epoch string, recs []*kgo.Record, halt chan struct{}) partitionStep {
+// closes, ctx ends, the webhook is disabled or deleted, or the guard
+// refuses. It writes nothing to Kafka: the caller makes the next steps it
+// returns durable.
+func (d *Dispatcher) firstAttempts(ctx context.Context, wh controlstate.Webhook, epoch string, recs []*kgo.Record, halt chan struct{}) partitionStep {
+	var step partitionStep
 	for _, r := range recs {
 		select {
 		case <-halt:
-			return partitionStep{}
+			step.unhandled = r
+			return step
 		case <-ctx.Done():
-			return partitionStep{}
+			step.unhandled = r
+			return step
 		default:
 		}
-		if wh.Room == "" || (r.Key != nil && string(r.Key) == wh.Room) {
-			cur, ok := d.state.Webhook(wh.Tenant, wh.ID)
-			if !ok || !cur.Enabled {
-				return partitionStep{} // deleted or disabled meanwhile: stop here
-			}
-			l := letterOf(wh.Tenant, wh.ID, wh.Topic, epoch, r)
-			res, err := d.attempt(ctx, cur, l)
-			if err != nil {
-				return partitionStep{}
-			}
-			if res.Outcome == Refused {
-				return partitionStep{refused: &res}
-			}
-			if err := d.settle(ctx, l, res); err != nil {
-				return partitionStep{err: err}
-			}
+		if wh.Room != "" && (r.Key == nil || string(r.Key) != wh.Room) {
+			continue
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RequestTimeout)
-		err := cl.CommitRecords(cctx, r)
-		cancel()
+		cur, ok := d.state.Webhook(wh.Tenant, wh.ID)
+		if !ok || !cur.Enabled {
+			step.unhandled, step.stopped = r, true // deleted or disabled meanwhile: stop here
+			return step
+		}
+		l := letterOf(wh.Tenant, wh.ID, wh.Topic, epoch, r)
+		res, err := d.attempt(ctx, cur, l)
 		if err != nil {
-			return partitionStep{err: fmt.Errorf("commit: %w", err)}
+			step.unhandled = r
+			return step
+		}
+		if res.Outcome == Refused {
+			step.unhandled, step.refused = r, &res
+			return step
+		}
+		if next := d.nextStep(l, res); next != nil {
+			step.out = append(step.out, next)
 		}
 	}
-	return partitionStep{}
+	return step
+}
+
+// commitStep makes a poll's outcome durable in one transaction: out (the
+// next steps) is written and the consumed offsets committed: for each
+// partition of polled, after its last record, or at its record in
+// unhandled (read again, its offset not committed). committed false: the
+// transaction was aborted every time (the member lost its partitions),
+// the session is back at the committed offsets and the poll's attempts
+// will be made again.
+//
+// A transaction aborted by the session although no rebalance happened
+// (Kafka answers CONCURRENT_TRANSACTIONS to an offset commit that follows
+// the previous transaction's end too closely) is tried again with the
+// same records and positions, without repeating the attempts.
+func (d *Dispatcher) commitStep(ctx context.Context, sess *kgo.GroupTransactSession, polled map[int32][]*kgo.Record, out, unhandled []*kgo.Record, hold time.Duration) (committed bool, err error) {
+	pos := map[string]map[int32]kgo.EpochOffset{}
+	set := func(r *kgo.Record, offset int64) {
+		if pos[r.Topic] == nil {
+			pos[r.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		pos[r.Topic][r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: offset}
+	}
+	for _, recs := range polled {
+		if len(recs) > 0 {
+			last := recs[len(recs)-1]
+			set(last, last.Offset+1)
+		}
+	}
+	for _, r := range unhandled {
+		set(r, r.Offset)
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*d.cfg.RequestTimeout)
+	defer cancel()
+	for try := 0; ; try++ {
+		sess.Client().SetOffsets(pos)
+		if err := sess.Begin(); err != nil {
+			return false, fmt.Errorf("begin transaction: %w", err)
+		}
+		if len(out) > 0 {
+			for _, r := range out { // written again on a new try
+				r.Partition, r.Offset = 0, 0
+			}
+			if err := sess.ProduceSync(tctx, out...).FirstErr(); err != nil {
+				_, aerr := sess.End(tctx, kgo.TryAbort)
+				return false, errors.Join(fmt.Errorf("produce: %w", err), aerr)
+			}
+			if hold > 0 { // webhooks.unsafe_test_hold_retry_commit (tests only)
+				time.Sleep(hold)
+			}
+		}
+		committed, err = sess.End(tctx, kgo.TryCommit)
+		if err != nil {
+			return false, fmt.Errorf("commit transaction: %w", err)
+		}
+		if committed || try == 4 || tctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 50 * time.Millisecond)
+	}
+	if committed {
+		for _, r := range out {
+			if strings.HasSuffix(r.Topic, ".dlq") {
+				d.deadLetters.Inc()
+			}
+		}
+	}
+	return committed, nil
+}
+
+// session is a transactional consumer-group session on topic: read
+// committed (retry and dead-letter records of aborted transactions are
+// never seen), a transactional id unique to this process and group (a
+// restarted member of this process fences the old one; members of other
+// processes are fenced by the group generation, KIP-447), the webhooks
+// session timeout, and a rebalance timeout covering work (one poll's
+// attempts) plus the transaction.
+func (d *Dispatcher) session(group, topic string, work time.Duration) (*kgo.GroupTransactSession, error) {
+	return kgo.NewGroupTransactSession(append(append([]kgo.Opt{}, d.cfg.ClientOpts...),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic),
+		kgo.TransactionalID(group+"."+d.instance),
+		kgo.TransactionTimeout(d.txnTimeout()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchMaxBytes(int32(d.cfg.MaxRecordBytes)),
+		kgo.ProducerLinger(0),
+		kgo.RecordDeliveryTimeout(d.cfg.RequestTimeout),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		// The group's offsets were committed at registration (and are
+		// restored from the control log if Kafka expired them); a
+		// partition without one (added later) starts at its beginning.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(d.cfg.Webhooks.SessionTimeout),
+		kgo.RebalanceTimeout(work+d.txnTimeout()+5*time.Second),
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)...)
+}
+
+// txnTimeout bounds a transaction: it opens at its first produce (after
+// the attempts) and ends after the produce, the offset commit and a
+// heartbeat. A transaction left open by a killed process blocks the
+// retry topic's readers and the group's next member for that long.
+func (d *Dispatcher) txnTimeout() time.Duration {
+	return 2*d.cfg.RequestTimeout + 5*time.Second
+}
+
+// restoreOffsets commits, for each partition of kafkaTopic where wh's
+// group has no committed offset, where the control log says delivery
+// stopped (the offsets recorded when it was last disabled) or started
+// (registration). Kafka drops an empty group's offsets after
+// offsets.retention.minutes: without this a webhook re-enabled after a
+// long disable would start over at the beginning of the retained topic.
+func (d *Dispatcher) restoreOffsets(ctx context.Context, wh controlstate.Webhook, kafkaTopic string) error {
+	if kafkaTopic != wh.KafkaTopic || (len(wh.StopOffsets) == 0 && len(wh.StartOffsets) == 0) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	committed, err := d.adm.FetchOffsets(ctx, wh.Group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		committed, err = kadm.OffsetResponses{}, nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the group's offsets: %w", err)
+	}
+	starts, err := d.adm.ListStartOffsets(ctx, kafkaTopic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("reading the topic's offsets: %w", err)
+	}
+	ends, err := d.adm.ListEndOffsets(ctx, kafkaTopic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("reading the topic's offsets: %w", err)
+	}
+	var offs kadm.Offsets
+	ends.Each(func(e kadm.ListedOffset) {
+		if _, ok := committed.Lookup(kafkaTopic, e.Partition); ok {
+			return
+		}
+		at, ok := wh.StopOffsets[e.Partition]
+		if !ok {
+			at, ok = wh.StartOffsets[e.Partition]
+		}
+		if !ok {
+			return
+		}
+		if s, ok := starts.Lookup(kafkaTopic, e.Partition); ok && at < s.Offset {
+			at = s.Offset
+		}
+		at = min(at, e.Offset)
+		offs.Add(kadm.Offset{Topic: kafkaTopic, Partition: e.Partition, At: at, LeaderEpoch: -1})
+	})
+	if len(offs) == 0 {
+		return nil
+	}
+	resp, err := d.adm.CommitOffsets(ctx, wh.Group, offs)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		// A member elsewhere owns the group (so its offsets are live).
+		d.log.Warn("webhooks: restoring the group's offsets", "webhook", wh.ID, "err", err)
+		return nil
+	}
+	d.log.Info("webhooks: restored the group's offsets from the control log (Kafka had none)", "webhook", wh.ID, "offsets", offs)
+	return nil
 }

@@ -13,33 +13,30 @@ import (
 // runRetry is a tenant's retry consumer: each record is a message waiting
 // for attempt number N of one webhook no earlier than its not-before time.
 // Records of a partition are handled in order (a partition's head waits
-// at most backoff_max plus one attempt), partitions in parallel; a
-// record's offset is committed once its next step is durable: nothing
-// more (delivered), a dead letter, or a retry record for attempt N+1.
+// at most backoff_max plus one attempt), partitions in parallel. A poll's
+// next steps (nothing more when delivered, a dead letter, or a retry
+// record for attempt N+1) are written and its offsets committed in one
+// Kafka transaction (see runHook): a crash can repeat an attempt, never
+// fork the sequence nor write a second dead letter.
 //
-// A record of a disabled webhook is parked: written again with the same
-// attempt number and a later not-before, so it is delivered once the
-// webhook is enabled again. A record of a deleted webhook is dropped.
+// A record of a disabled webhook is parked once its not-before time has
+// come: written again (in the same transaction as its commit) with the
+// same attempt number and a not-before backoff_max later, so it is looked
+// at again at most once per backoff_max while the webhook stays disabled,
+// and delivered once it is enabled again. A record of a deleted webhook
+// is dropped.
 func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 	topic := d.names.RetryTopic(tenant)
 	perPoll := d.cfg.Webhooks.RetryPartitions
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, d.cfg.ClientOpts...),
-		kgo.ConsumerGroup(topic),
-		kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RebalanceTimeout(time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout+d.cfg.RequestTimeout)+30*time.Second),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)...)
+	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout))
 	if err != nil {
 		return fmt.Errorf("retry consumer %s: %w", tenant, err)
 	}
-	defer cl.CloseAllowingRebalance()
+	defer sess.CloseAllowingRebalance()
 	for {
-		fs := cl.PollRecords(ctx, perPoll)
+		fs := sess.PollRecords(ctx, perPoll)
 		if ctx.Err() != nil {
-			cl.AllowRebalance()
+			sess.AllowRebalance()
 			return nil
 		}
 		fs.EachError(func(t string, p int32, err error) {
@@ -49,25 +46,31 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 		})
 		byPart := map[int32][]*kgo.Record{}
 		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
+		if len(byPart) == 0 {
+			sess.AllowRebalance()
+			continue
+		}
 		var mu sync.Mutex
 		var failure error
+		var out, unhandled []*kgo.Record
 		var wg sync.WaitGroup
 		for _, recs := range byPart {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for _, r := range recs {
-					done, err := d.retryOne(ctx, tenant, r)
-					if err == nil && done {
-						cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RequestTimeout)
-						err = cl.CommitRecords(cctx, r)
-						cancel()
+					next, done, err := d.retryOne(ctx, tenant, r)
+					mu.Lock()
+					if next != nil {
+						out = append(out, next)
 					}
 					if err != nil {
-						mu.Lock()
 						failure = errors.Join(failure, err)
-						mu.Unlock()
 					}
+					if !done {
+						unhandled = append(unhandled, r)
+					}
+					mu.Unlock()
 					if err != nil || !done {
 						return
 					}
@@ -75,9 +78,16 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 			}()
 		}
 		wg.Wait()
-		cl.AllowRebalance()
+		committed, err := d.commitStep(ctx, sess, byPart, out, unhandled, d.cfg.Webhooks.UnsafeTestHoldRetryCommit)
+		sess.AllowRebalance()
+		if err != nil {
+			failure = errors.Join(failure, err)
+		}
 		if failure != nil {
 			return fmt.Errorf("retry consumer %s: %w", tenant, failure)
+		}
+		if !committed {
+			d.log.Info("webhook retries: transaction aborted (rebalance); the poll's attempts will be made again", "tenant", tenant)
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -85,53 +95,54 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 	}
 }
 
-// retryOne handles one retry record; done reports that its next step is
-// durable (commit it), false that ctx ended first (leave it).
-func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record) (done bool, err error) {
+// retryOne handles one retry record: next is the record that makes its
+// next step durable (nil: none), done false that ctx ended first (leave
+// the record where it is).
+func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record) (next *kgo.Record, done bool, err error) {
 	l, err := parseLetter(r)
 	if err != nil {
 		d.log.Warn("webhook retries: skipping a record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-		return true, nil
+		return nil, true, nil
 	}
 	l.tenant = tenant
-	wh, ok := d.state.Webhook(tenant, l.Webhook)
-	if !ok {
-		return true, nil // deleted: its retries go with it
+	if _, ok := d.state.Webhook(tenant, l.Webhook); !ok {
+		return nil, true, nil // deleted: its retries go with it
 	}
-	if !wh.Enabled {
-		return true, d.park(ctx, l)
-	}
-	if wait := time.Until(l.NotBefore); wait > 0 {
+	// Wait for the not-before time first, whatever the webhook's state, so
+	// that a parked record is looked at once per backoff_max and not in
+	// a loop (capped: a clock far ahead must not stall the partition).
+	if wait := min(time.Until(l.NotBefore), d.cfg.Webhooks.BackoffMax); wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return false, nil
+			return nil, false, nil
 		}
 	}
-	if wh, ok = d.state.Webhook(tenant, l.Webhook); !ok {
-		return true, nil
+	wh, ok := d.state.Webhook(tenant, l.Webhook)
+	if !ok {
+		return nil, true, nil
 	}
 	if !wh.Enabled {
-		return true, d.park(ctx, l)
+		return d.park(l), true, nil
 	}
 	res, err := d.attempt(ctx, wh, l)
 	if err != nil {
-		return false, nil
+		return nil, false, nil
 	}
 	if res.Outcome == Refused {
 		if err := d.disable(ctx, wh, res); err != nil {
-			return false, err
+			return nil, false, err
 		}
-		return true, d.park(ctx, l)
+		return d.park(l), true, nil
 	}
-	return true, d.settle(ctx, l, res)
+	return d.nextStep(l, res), true, nil
 }
 
-// park writes l again, same attempt number, to be looked at after
+// park is l again, same attempt number, to be looked at after
 // backoff_max: its webhook is disabled and the message must wait for it.
-func (d *Dispatcher) park(ctx context.Context, l letter) error {
+func (d *Dispatcher) park(l letter) *kgo.Record {
 	l.NotBefore = time.Now().Add(d.cfg.Webhooks.BackoffMax)
-	return d.produce(ctx, l.record(d.names.RetryTopic(l.tenant)))
+	return l.record(d.names.RetryTopic(l.tenant))
 }

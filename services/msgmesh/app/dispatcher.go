@@ -67,6 +67,10 @@ func (a *App) webhookParts() (*webhookParts, error) {
 		a.log.Warn("UNSAFE: webhooks.unsafe_allow_private_targets (MSGMESH_WEBHOOKS_UNSAFE_ALLOW_PRIVATE_TARGETS) is set: " +
 			"webhooks may target loopback and private addresses. TEST ONLY: never set it in production.")
 	}
+	if w.UnsafeTestHoldRetryCommit > 0 {
+		a.log.Warn("UNSAFE: webhooks.unsafe_test_hold_retry_commit (MSGMESH_WEBHOOKS_UNSAFE_TEST_HOLD_RETRY_COMMIT) is set: "+
+			"webhook retries stall before every commit. TEST ONLY: never set it in production.", "hold", w.UnsafeTestHoldRetryCommit)
+	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if w.UnsafeCAFile != "" {
 		a.log.Warn("UNSAFE: webhooks.unsafe_ca_file (MSGMESH_WEBHOOKS_UNSAFE_CA_FILE) is set: webhook TLS trusts extra CAs. TEST ONLY: never set it in production.",
