@@ -35,8 +35,16 @@ type hub struct {
 	// subscribers of the time.
 	front  []int64
 	closed error // set once the hub stopped: why
+	// ctx ends when the hub closes (or the service shuts down): the
+	// catch-ups of its subscribers stop with it.
+	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// topicID is the Kafka topic's id as the hub's first fetch told it
+	// (zero until then, or if the broker does not say): records of a
+	// topic made again under the same name carry another id and are never
+	// served under this epoch. Under mu.
+	topicID [16]byte
 }
 
 // item is one record as the hub hands it out, its message JSON encoded
@@ -87,7 +95,7 @@ func (s *Service) acquireHub(ctx context.Context, kafkaTopic, epoch string, part
 	if h == nil {
 		hctx, cancel := context.WithCancel(s.ctx)
 		h = &hub{s: s, key: key, topic: kafkaTopic, parts: parts, ready: make(chan struct{}),
-			subs: map[*liveSub]struct{}{}, done: make(chan struct{}), cancel: cancel}
+			subs: map[*liveSub]struct{}{}, done: make(chan struct{}), ctx: hctx, cancel: cancel}
 		s.hubs[key] = h
 		s.metrics.hubs.Inc()
 		go h.start(hctx)
@@ -159,18 +167,46 @@ func (h *hub) start(ctx context.Context) {
 	close(h.ready)
 	defer close(h.done)
 	defer cl.Close()
+	watch := &topicWatch{s: s, topic: h.topic, what: "live", learned: func(id [16]byte) {
+		h.mu.Lock()
+		h.topicID = id
+		h.mu.Unlock()
+	}}
 	for {
 		fs := cl.PollRecords(ctx, 1000)
 		if ctx.Err() != nil {
 			return
 		}
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				s.log.Warn("realtime: live fetch", "topic", t, "partition", p, "err", err)
-			}
-		})
+		if err := watch.check(ctx, fs); err != nil {
+			// The topic is gone (or made again): end every stream so
+			// that clients reconnect and get a 404 or a resync.
+			s.log.Info("realtime: topic gone under its live reader", "topic", h.topic, "err", err)
+			go h.close(errTopicDeleted)
+			return
+		}
 		h.dispatch(fs)
 	}
+}
+
+// id is the topic id the hub's reader learned (zero: not yet).
+func (h *hub) id() [16]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.topicID
+}
+
+// reason is why the hub stopped: its closing reason, errShutdown if the
+// service stopped, nil while it runs.
+func (h *hub) reason() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed != nil {
+		return h.closed
+	}
+	if h.ctx.Err() != nil {
+		return errShutdown
+	}
+	return nil
 }
 
 func (h *hub) dispatch(fs kgo.Fetches) {

@@ -16,6 +16,7 @@
 package realtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +86,11 @@ type Service struct {
 
 	subscribers atomic.Int64
 	catchups    chan struct{}
+	// catchupWait bounds the wait for a catch-up slot (then the stream
+	// ends resumably); catchupPark is how long a catch-up waits for its
+	// client on one event before it gives its slot back.
+	catchupWait time.Duration
+	catchupPark time.Duration
 	conns       sync.WaitGroup
 
 	metrics metrics
@@ -113,6 +119,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
+	if cfg.Realtime.MaxCatchups <= 0 {
+		cfg.Realtime.MaxCatchups = 256
+	}
 	cl, err := kgo.NewClient(cfg.ClientOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("realtime: kafka client: %w", err)
@@ -125,11 +134,12 @@ func New(cfg Config) (*Service, error) {
 		mapper: names.Mapper{Prefix: cfg.TopicPrefix}, clientOpts: cfg.ClientOpts, authenticate: cfg.Authenticate,
 		nowFn: cfg.Now, log: cfg.Logger, admCl: cl, adm: adm, ctx: ctx, cancel: cancel,
 		hubs: map[string]*hub{}, catchups: make(chan struct{}, cfg.Realtime.MaxCatchups),
+		catchupWait: cmp.Or(max(cfg.Realtime.WriteTimeout, 0), 30*time.Second), catchupPark: 250 * time.Millisecond,
 		metrics: metrics{
 			subscribers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgmesh_realtime_subscribers", Help: "Open SSE streams and WebSocket subscriptions."}, []string{"transport"}),
 			sent:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_realtime_events_sent_total", Help: "Messages written to SSE streams and WebSocket subscriptions."}, []string{"transport"}),
 			resyncs:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_realtime_resyncs_total", Help: "msgmesh-resync signals sent, by reason."}, []string{"reason"}),
-			slow:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_realtime_slow_consumers_total", Help: "Subscribers too slow for the live feed: caught up from Kafka (catchup) or disconnected (disconnect)."}, []string{"action"}),
+			slow:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_realtime_slow_consumers_total", Help: "Subscribers too slow for the live feed: caught up from Kafka (catchup) or disconnected (disconnect); catchup_busy: a catch-up found no free Kafka reader slot in time and its stream ended resumably."}, []string{"action"}),
 			hubs:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgmesh_realtime_hubs", Help: "Topics with a live Kafka reader on this process."}),
 			catchup:     prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_realtime_catchup_messages_total", Help: "Messages delivered from Kafka directly (resume backfill and slow-subscriber catch-up)."}),
 		},
@@ -233,14 +243,67 @@ func (s *Service) addSubscriber() bool {
 
 func (s *Service) removeSubscriber() { s.subscribers.Add(-1) }
 
-// acquireCatchup takes one of the realtime.max_catchups slots of direct
-// Kafka readers.
-func (s *Service) acquireCatchup(ctx context.Context) (func(), error) {
+// errCatchupBusy: no catch-up slot came free within catchupWait; the
+// stream ends resumably (SSE: the client reconnects with Last-Event-ID;
+// WebSocket: unsubscribed reason error, resubscribe from the position).
+var errCatchupBusy = errors.New("every catch-up reader is busy; resume from the last position")
+
+// acquireCatchup takes one of conn's slots (if conn is set: a WebSocket's
+// own cap) and one of the realtime.max_catchups slots of direct Kafka
+// readers, waiting at most catchupWait in all.
+func (s *Service) acquireCatchup(ctx context.Context, conn chan struct{}) (func(), error) {
+	// Fast path: free slots, no timer.
+	if conn == nil || trySend(conn) {
+		if trySend(s.catchups) {
+			return s.releaser(conn), nil
+		}
+		if conn != nil {
+			<-conn
+		}
+	}
+	tm := time.NewTimer(s.catchupWait)
+	defer tm.Stop()
+	if conn != nil {
+		select {
+		case conn <- struct{}{}:
+		case <-tm.C:
+			return nil, errCatchupBusy
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	select {
 	case s.catchups <- struct{}{}:
-		return func() { <-s.catchups }, nil
+		return s.releaser(conn), nil
+	case <-tm.C:
+		err := errCatchupBusy
+		if conn != nil {
+			<-conn
+		}
+		return nil, err
 	case <-ctx.Done():
+		if conn != nil {
+			<-conn
+		}
 		return nil, ctx.Err()
+	}
+}
+
+func (s *Service) releaser(conn chan struct{}) func() {
+	return func() {
+		<-s.catchups
+		if conn != nil {
+			<-conn
+		}
+	}
+}
+
+func trySend(ch chan struct{}) bool {
+	select {
+	case ch <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -290,4 +353,100 @@ func listOnce(ctx context.Context, kafkaTopic string, n int, list func(context.C
 		out[p] = o.Offset
 	}
 	return out, nil
+}
+
+// topicWatch tells a Kafka reader (the hub's or a catch-up's) that its
+// topic is gone: records under another topic id than the reader's first
+// fetch (or the hub's) had (the topic was deleted and made again under the
+// same Kafka name), or a reader that gets nothing or unknown-topic errors
+// while the broker's metadata says the topic does not exist, for
+// goneGrace. Other fetch errors are logged (once per error text in a row).
+// The id comes from fetches, not from metadata, which may lag behind a
+// deletion on some brokers.
+type topicWatch struct {
+	s       *Service
+	topic   string
+	id      [16]byte
+	learned func([16]byte) // told the id when the first fetch tells it
+	what    string
+
+	missingSince time.Time
+	lastErr      string
+}
+
+// goneGrace is how long the metadata must keep saying a topic does not
+// exist before a reader believes it (a new topic's metadata propagates).
+var goneGrace = time.Second
+
+// check returns errTopicDeleted when fs shows the topic gone.
+func (w *topicWatch) check(ctx context.Context, fs kgo.Fetches) error {
+	var zero [16]byte
+	for _, f := range fs {
+		for _, ft := range f.Topics {
+			if ft.Topic != w.topic || ft.TopicID == zero {
+				continue
+			}
+			if w.id == zero {
+				w.id = ft.TopicID // the first fetch tells
+				if w.learned != nil {
+					w.learned(w.id)
+				}
+			} else if ft.TopicID != w.id {
+				return fmt.Errorf("%w: %s now has another topic id", errTopicDeleted, w.topic)
+			}
+		}
+	}
+	unknown, failed := false, false
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+			return // a poll bounded by its context
+		}
+		failed = true
+		if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.InconsistentTopicID) {
+			unknown = true
+		}
+		if msg := err.Error(); msg != w.lastErr {
+			w.lastErr = msg
+			w.s.log.Warn("realtime: "+w.what+" fetch", "topic", t, "partition", p, "err", err)
+		}
+	})
+	if !failed {
+		w.lastErr = ""
+	}
+	if !unknown && (failed || fs.NumRecords() > 0) {
+		w.missingSince = time.Time{}
+		return nil
+	}
+	// Nothing at all, or the topic unknown: it may be gone (franz-go
+	// hides most fetch errors of a deleted topic and just waits).
+	return w.idle(ctx)
+}
+
+// idle asks the broker whether the topic is gone; it must say so for
+// goneGrace.
+func (w *topicWatch) idle(ctx context.Context) error {
+	if w.s.topicGone(ctx, w.topic) {
+		if w.missingSince.IsZero() {
+			w.missingSince = time.Now()
+		}
+		if time.Since(w.missingSince) >= goneGrace {
+			return fmt.Errorf("%w: %s no longer exists", errTopicDeleted, w.topic)
+		}
+	} else {
+		w.missingSince = time.Time{}
+	}
+	return nil
+}
+
+// topicGone asks the broker whether kafkaTopic is missing; false when it
+// cannot tell.
+func (s *Service) topicGone(ctx context.Context, kafkaTopic string) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
+	defer cancel()
+	tds, err := s.adm.ListTopics(ctx, kafkaTopic)
+	if err != nil {
+		return false
+	}
+	td, ok := tds[kafkaTopic]
+	return !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) || errors.Is(td.Err, kerr.UnknownTopicID)
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -112,11 +111,10 @@ func (s *Service) sse(c *gin.Context) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	var mu sync.Mutex // one writer at a time: events and heartbeats
+	// Everything is written from this goroutine (events, heartbeats): no
+	// write can outlive the handler, whose writer gin reuses afterwards.
 	var buf []byte
 	write := func(b []byte) error {
-		mu.Lock()
-		defer mu.Unlock()
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if _, err := w.Write(b); err != nil {
 			return err
@@ -126,37 +124,23 @@ func (s *Service) sse(c *gin.Context) {
 	if err := write([]byte("retry: " + strconv.FormatInt(s.cfg.RetryHint.Milliseconds(), 10) + "\n: msgmesh\n\n")); err != nil {
 		return
 	}
-	// Heartbeats; and the credential is re-checked (a revoked key or an
-	// expired token ends the stream: the reconnect gets its 401).
+	// Heartbeats, from the stream's goroutine; and the credential is
+	// re-checked (a revoked key or an expired token ends the stream: the
+	// reconnect gets its 401).
 	cred := credential(c)
-	go func() {
-		tick := time.NewTicker(s.cfg.Heartbeat)
-		defer tick.Stop()
-		var expiry <-chan time.Time
-		if !p.ExpiresAt.IsZero() {
-			tm := time.NewTimer(p.ExpiresAt.Sub(s.now()))
-			defer tm.Stop()
-			expiry = tm.C
+	tick := time.NewTicker(s.cfg.Heartbeat)
+	defer tick.Stop()
+	if !p.ExpiresAt.IsZero() {
+		expiry := time.AfterFunc(p.ExpiresAt.Sub(s.now()), cancel)
+		defer expiry.Stop()
+	}
+	st.beat = tick.C
+	st.onBeat = func() error {
+		if _, err := s.authenticate(cred); err != nil {
+			return err
 		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-expiry:
-				cancel()
-				return
-			case <-tick.C:
-				if _, err := s.authenticate(cred); err != nil {
-					cancel()
-					return
-				}
-				if write([]byte(": heartbeat\n\n")) != nil {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
+		return write(heartbeat)
+	}
 	sent, slow := s.metrics.sent.WithLabelValues("sse"), s.metrics.slow.WithLabelValues("disconnect")
 	emit := func(ev event) error {
 		buf = buf[:0]
@@ -190,6 +174,8 @@ data: {"reason":"`...)
 		s.log.Debug("realtime: sse stream ended", "topic", t.Name, "err", err)
 	}
 }
+
+var heartbeat = []byte(": heartbeat\n\n")
 
 // appendData appends msg as "data:" lines. A message is valid JSON, so a
 // line break in it is whitespace: each line becomes its own data line

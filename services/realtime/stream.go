@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -55,6 +56,13 @@ type stream struct {
 	resync string // to announce when joining (beyond the window)
 	hub    *hub
 	closed bool
+	// connSlots, if set, caps the concurrent catch-ups of the stream's
+	// connection (a WebSocket's subscriptions).
+	connSlots chan struct{}
+	// beat, if set, fires onBeat from the stream's own goroutine (SSE
+	// heartbeats and credential re-checks); an error ends the stream.
+	beat   <-chan time.Time
+	onBeat func() error
 }
 
 // open resolves a subscription: the start against Kafka (400
@@ -318,6 +326,10 @@ func (st *stream) live(ctx context.Context, l *liveSub, emit func(event) error) 
 			if err := emit(event{msg: it.msg, rec: it.rec, pos: st.position()}); err != nil {
 				return err
 			}
+		case <-st.beat:
+			if err := st.onBeat(); err != nil {
+				return err
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -327,71 +339,187 @@ func (st *stream) live(ctx context.Context, l *liveSub, emit func(event) error) 
 // catchUp reads Kafka directly from the stream's position up to front (the
 // live feed's position when it joined), streaming: at most one fetch
 // (about 1 MiB) is held at a time, whatever the backlog.
+//
+// It holds one of the realtime.max_catchups slots (and, on a WebSocket,
+// one of its connection's) only while it reads: when the client makes it
+// wait more than catchupPark for one event, the reader is closed and the
+// slots are given back until the client has taken the fetch already read;
+// a slot not free within catchupWait ends the stream resumably
+// (errCatchupBusy). It ends with the hub (topic deleted, shutdown) and
+// when the topic is gone under it.
 func (st *stream) catchUp(ctx context.Context, front []int64, emit func(event) error) error {
-	offs := map[int32]kgo.Offset{}
-	for p, o := range st.next {
-		if o >= 0 && o < front[p] {
-			offs[int32(p)] = kgo.NewOffset().At(o)
-		}
-	}
-	if len(offs) == 0 {
+	if !st.behind(front) {
 		return nil
 	}
 	s := st.s
-	release, err := s.acquireCatchup(ctx)
-	if err != nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(st.hub.ctx, cancel)
+	defer stop()
+	err := st.catchUpLoop(ctx, front, emit)
+	if err != nil && st.hub.ctx.Err() != nil {
+		if why := st.hub.reason(); why != nil {
+			return why
+		}
+	}
+	if errors.Is(err, errCatchupBusy) {
+		s.metrics.slow.WithLabelValues("catchup_busy").Inc()
+	}
+	return err
+}
+
+// behind reports whether a tracked partition is before front.
+func (st *stream) behind(front []int64) bool {
+	for p, o := range st.next {
+		if o >= 0 && o < front[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// catchupReader is a catch-up's Kafka client and slots, which a timer may
+// give back (park) while the stream waits for a slow client.
+type catchupReader struct {
+	mu      sync.Mutex
+	armed   bool
+	cl      *kgo.Client
+	release func()
+}
+
+// park closes the reader and frees its slots, if an emit is in progress.
+func (r *catchupReader) park() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.armed {
+		r.closeLocked()
+	}
+}
+
+func (r *catchupReader) arm(on bool) {
+	r.mu.Lock()
+	r.armed = on
+	r.mu.Unlock()
+}
+
+func (r *catchupReader) closeLocked() {
+	if r.cl != nil {
+		r.cl.Close()
+		r.cl = nil
+		r.release()
+		r.release = nil
+	}
+}
+
+func (st *stream) catchUpLoop(ctx context.Context, front []int64, emit func(event) error) error {
+	s := st.s
+	r := &catchupReader{}
+	defer func() {
+		r.mu.Lock()
+		r.closeLocked()
+		r.mu.Unlock()
+	}()
+	parkTimer := time.AfterFunc(time.Hour, r.park)
+	parkTimer.Stop()
+	defer parkTimer.Stop()
+	// send emits with the park timer armed.
+	send := func(ev event) error {
+		r.arm(true)
+		parkTimer.Reset(s.catchupPark)
+		err := emit(ev)
+		parkTimer.Stop()
+		r.arm(false)
 		return err
 	}
-	defer release()
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, s.clientOpts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{st.topic.KafkaTopic: offs}),
-		kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(1<<20),
-		kgo.FetchMaxWait(250*time.Millisecond),
-		kgo.KeepControlRecords(),
-	)...)
-	if err != nil {
-		return fmt.Errorf("catch-up reader: %w", err)
-	}
-	defer cl.Close()
-	left := len(offs)
-	for left > 0 {
-		fs := cl.PollRecords(ctx, 500)
+	watch := &topicWatch{s: s, topic: st.topic.KafkaTopic, id: st.hub.id(), what: "catch-up"}
+	for {
+		if r.cl == nil {
+			offs := map[int32]kgo.Offset{}
+			for p, o := range st.next {
+				if o >= 0 && o < front[p] {
+					offs[int32(p)] = kgo.NewOffset().At(o)
+				}
+			}
+			if len(offs) == 0 {
+				return nil
+			}
+			release, err := s.acquireCatchup(ctx, st.connSlots)
+			if err != nil {
+				return err
+			}
+			cl, err := kgo.NewClient(append(append([]kgo.Opt{}, s.clientOpts...),
+				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{st.topic.KafkaTopic: offs}),
+				kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(1<<20),
+				kgo.FetchMaxWait(250*time.Millisecond),
+				kgo.KeepControlRecords(),
+			)...)
+			if err != nil {
+				release()
+				return fmt.Errorf("catch-up reader: %w", err)
+			}
+			r.cl, r.release = cl, release
+		} else if !st.behind(front) {
+			return nil
+		}
+		// A stream that waits for records is silent: beat meanwhile,
+		// and look whether the topic is still there.
+		if err := st.maybeBeat(); err != nil {
+			return err
+		}
+		pctx, pcancel := context.WithTimeout(ctx, catchupPollWait)
+		fs := r.cl.PollRecords(pctx, 500)
+		pcancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		fs.EachError(func(t string, p int32, err error) {
-			s.log.Warn("realtime: catch-up fetch", "topic", t, "partition", p, "err", err)
-		})
+		if err := watch.check(ctx, fs); err != nil {
+			return err
+		}
 		var ferr error
-		fs.EachRecord(func(r *kgo.Record) {
-			p := r.Partition
-			if ferr != nil || int(p) >= len(st.next) || st.next[p] >= front[p] || r.Offset < st.next[p] {
+		fs.EachRecord(func(rec *kgo.Record) {
+			p := rec.Partition
+			if ferr != nil || int(p) >= len(st.next) || st.next[p] >= front[p] || rec.Offset < st.next[p] {
 				return
 			}
-			if r.Offset > st.next[p] {
+			if rec.Offset > st.next[p] {
 				// Records vanished between the check and the read
 				// (retention): say so rather than skip silently.
 				s.metrics.resyncs.WithLabelValues(ReasonRetention).Inc()
-				st.next[p] = r.Offset
-				if ferr = emit(event{resync: ReasonRetention, pos: st.position()}); ferr != nil {
+				st.next[p] = rec.Offset
+				if ferr = send(event{resync: ReasonRetention, pos: st.position()}); ferr != nil {
 					return
 				}
 			}
-			st.next[p] = r.Offset + 1
-			if !r.Attrs.IsControl() && (st.room == nil || string(r.Key) == string(st.room)) {
+			st.next[p] = rec.Offset + 1
+			if !rec.Attrs.IsControl() && (st.room == nil || string(rec.Key) == string(st.room)) {
 				s.metrics.catchup.Inc()
-				ferr = emit(event{msg: message.Encode(r), rec: r, pos: st.position()})
+				ferr = send(event{msg: message.Encode(rec), rec: rec, pos: st.position()})
 			}
-			if st.next[p] >= front[p] {
-				left--
-				cl.PauseFetchPartitions(map[string][]int32{st.topic.KafkaTopic: {p}})
+			if st.next[p] >= front[p] && r.cl != nil {
+				r.cl.PauseFetchPartitions(map[string][]int32{st.topic.KafkaTopic: {p}})
 			}
 		})
 		if ferr != nil {
 			return ferr
 		}
 	}
-	return nil
+}
+
+// catchupPollWait bounds one catch-up poll: a poll that brings nothing
+// for this long makes the catch-up check that its topic still exists.
+var catchupPollWait = 2 * time.Second
+
+// maybeBeat runs the stream's heartbeat if it is due (SSE).
+func (st *stream) maybeBeat() error {
+	if st.beat == nil {
+		return nil
+	}
+	select {
+	case <-st.beat:
+		return st.onBeat()
+	default:
+		return nil
+	}
 }
 
 // roomPartition is the partition of a room: Kafka's default partitioner

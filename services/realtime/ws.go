@@ -66,6 +66,10 @@ type wsConn struct {
 
 	ctrl   chan []byte   // control frames (subscribed, error, pong...)
 	notify chan struct{} // a queue has frames
+	// catchups caps the subscriptions of this connection reading Kafka
+	// directly at once, so that a few connections cannot hold every one
+	// of the node's realtime.max_catchups slots.
+	catchups chan struct{}
 
 	closeOnce sync.Once
 	closeCode int
@@ -80,6 +84,12 @@ type wsSub struct {
 	q      chan []byte
 	cancel context.CancelFunc
 }
+
+// wsConnCatchups is how many subscriptions of one WebSocket may catch up
+// from Kafka at once; the others wait their turn (at most
+// realtime.write_timeout, then unsubscribed reason error: resubscribe from
+// the last position).
+const wsConnCatchups = 2
 
 var upgrader = websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 16 << 10}
 
@@ -107,7 +117,7 @@ func (s *Service) ws(c *gin.Context) {
 	ctx, stop := context.WithCancel(s.ctx)
 	wc := &wsConn{s: s, conn: conn, ctx: ctx, stop: stop, principal: auth.PrincipalOf(c), cred: credential(c),
 		subs: map[string]*wsSub{}, authMoved: make(chan struct{}, 1),
-		ctrl: make(chan []byte, 64), notify: make(chan struct{}, 1)}
+		ctrl: make(chan []byte, 64), notify: make(chan struct{}, 1), catchups: make(chan struct{}, wsConnCatchups)}
 	wc.serve()
 }
 
@@ -232,6 +242,7 @@ func (wc *wsConn) subscribe(f clientFrame) {
 			return
 		}
 		defer st.close()
+		st.connSlots = wc.catchups
 		s.metrics.subscribers.WithLabelValues("ws").Inc()
 		defer s.metrics.subscribers.WithLabelValues("ws").Dec()
 		idJSON, _ := json.Marshal(f.ID)
@@ -389,17 +400,26 @@ func (wc *wsConn) control(m map[string]any) {
 		default:
 		}
 	default:
-		wc.s.metrics.slow.WithLabelValues("disconnect").Inc()
-		wc.closeWith(CloseSlowConsumer, "slow consumer")
+		wc.closeSlow()
 	}
 }
 
-// closeWith ends the connection with code (the first reason wins).
-func (wc *wsConn) closeWith(code int, text string) {
+// closeSlow ends a connection whose client does not read (counted once).
+func (wc *wsConn) closeSlow() {
+	if wc.closeWith(CloseSlowConsumer, "slow consumer") {
+		wc.s.metrics.slow.WithLabelValues("disconnect").Inc()
+	}
+}
+
+// closeWith ends the connection with code (the first reason wins: it
+// reports whether this one did).
+func (wc *wsConn) closeWith(code int, text string) (first bool) {
 	wc.closeOnce.Do(func() {
+		first = true
 		wc.closeCode, wc.closeText = code, text
 		wc.stop()
 	})
+	return first
 }
 
 // writer writes control frames first, then up to a few frames of each
@@ -416,8 +436,7 @@ func (wc *wsConn) writer() {
 		_ = wc.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if err := wc.conn.WriteMessage(websocket.TextMessage, b); err != nil {
 			if ne, ok := err.(interface{ Timeout() bool }); ok && ne.Timeout() {
-				s.metrics.slow.WithLabelValues("disconnect").Inc()
-				wc.closeWith(CloseSlowConsumer, "slow consumer")
+				wc.closeSlow()
 			} else {
 				wc.closeWith(websocket.CloseAbnormalClosure, "")
 			}
@@ -459,36 +478,48 @@ func (wc *wsConn) writer() {
 			expired.Stop()
 			expiring, expired = wc.authTimers()
 		case <-wc.notify:
-			for progress := true; progress && wc.ctx.Err() == nil; {
-				progress = false
-				for drained := false; !drained; {
-					select {
-					case b := <-wc.ctrl:
-						if !write(b) {
-							break
-						}
-						progress = true
-					default:
-						drained = true
-					}
+			// A failed write ends the connection (closeWith): stop
+			// writing at once, and let the loop above close it.
+			wc.flush(write)
+		}
+	}
+}
+
+// flush writes control frames first, then up to 8 frames of each
+// subscription in turn, until the queues are empty, the connection ends or
+// a write fails.
+func (wc *wsConn) flush(write func([]byte) bool) {
+	for progress := true; progress && wc.ctx.Err() == nil; {
+		progress = false
+	ctrl:
+		for {
+			select {
+			case b := <-wc.ctrl:
+				if !write(b) {
+					return
 				}
-				wc.mu.Lock()
-				order := slices.Clone(wc.order)
-				wc.mu.Unlock()
-				for _, sub := range order {
-				batch:
-					for range 8 {
-						select {
-						case b := <-sub.q:
-							if !write(b) {
-								break batch
-							}
-							progress = true
-						default:
-							break batch
-						}
-					}
+				progress = true
+			default:
+				break ctrl
+			}
+		}
+		wc.mu.Lock()
+		order := slices.Clone(wc.order)
+		wc.mu.Unlock()
+		for _, sub := range order {
+			for range 8 {
+				var b []byte
+				select {
+				case b = <-sub.q:
+				default:
 				}
+				if b == nil {
+					break
+				}
+				if !write(b) {
+					return
+				}
+				progress = true
 			}
 		}
 	}
