@@ -56,19 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func serve(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs, target, listTargets, verify, cfgFile := serveFlags()
 	fs.SetOutput(stderr)
-	target := fs.String("target", app.All, "comma-separated targets to run (see --list-targets)")
-	listTargets := fs.Bool("list-targets", false, "print the targets and exit")
-	verify := fs.Bool("verify-config", false, "load and validate the configuration, print it (secrets masked) and exit")
-	cfgFile := fs.String("config", "", "optional config file (yaml, json or toml)")
-	def := config.Defaults()
-	fs.String("http.addr", def.HTTP.Addr, "HTTP listen address (MSGMESH_HTTP_ADDR)")
-	fs.String("data_dir", def.DataDir, "data directory of the embedded broker (MSGMESH_DATA_DIR)")
-	fs.StringSlice("kafka.brokers", nil, "Kafka seed brokers; empty runs the embedded broker (MSGMESH_KAFKA_BROKERS)")
-	fs.String("kafka.embedded_addr", def.Kafka.EmbeddedAddr, "where the embedded broker serves Kafka (MSGMESH_KAFKA_EMBEDDED_ADDR)")
-	fs.String("log.level", def.Log.Level, "debug, info, warn or error (MSGMESH_LOG_LEVEL)")
-	fs.String("log.format", def.Log.Format, "text or json (MSGMESH_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -110,6 +99,24 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("msgmesh stopped")
 	return 0
+}
+
+// serveFlags declares the flags of `msgmesh serve`: the command's own and
+// the configuration keys that may be set as flags (bound in load).
+func serveFlags() (fs *pflag.FlagSet, target *string, listTargets, verify *bool, cfgFile *string) {
+	fs = pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	target = fs.String("target", app.All, "comma-separated targets to run (see --list-targets)")
+	listTargets = fs.Bool("list-targets", false, "print the targets and exit")
+	verify = fs.Bool("verify-config", false, "load and validate the configuration, print it (secrets masked) and exit")
+	cfgFile = fs.String("config", "", "optional config file (yaml, json or toml)")
+	def := config.Defaults()
+	fs.String("http.addr", def.HTTP.Addr, "HTTP listen address (MSGMESH_HTTP_ADDR)")
+	fs.String("data_dir", def.DataDir, "data directory of the embedded broker (MSGMESH_DATA_DIR)")
+	fs.StringSlice("kafka.brokers", nil, "Kafka seed brokers; empty runs the embedded broker (MSGMESH_KAFKA_BROKERS)")
+	fs.String("kafka.embedded_addr", def.Kafka.EmbeddedAddr, "where the embedded broker serves Kafka (MSGMESH_KAFKA_EMBEDDED_ADDR)")
+	fs.String("log.level", def.Log.Level, "debug, info, warn or error (MSGMESH_LOG_LEVEL)")
+	fs.String("log.format", def.Log.Format, "text or json (MSGMESH_LOG_FORMAT)")
+	return fs, target, listTargets, verify, cfgFile
 }
 
 // load reads configuration with viper: flags > MSGMESH_* env > file >

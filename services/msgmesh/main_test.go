@@ -13,13 +13,7 @@ import (
 
 func flags(t *testing.T, args ...string) *pflag.FlagSet {
 	t.Helper()
-	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-	fs.String("http.addr", "127.0.0.1:8080", "")
-	fs.String("data_dir", "./data", "")
-	fs.StringSlice("kafka.brokers", nil, "")
-	fs.String("kafka.embedded_addr", "127.0.0.1:9092", "")
-	fs.String("log.level", "info", "")
-	fs.String("log.format", "text", "")
+	fs, _, _, _, _ := serveFlags()
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
