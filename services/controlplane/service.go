@@ -5,10 +5,12 @@ package controlplane
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -256,6 +258,9 @@ func (s *Service) DeleteTopic(ctx context.Context, tenant, name string) error {
 // caller prints it once). It returns "" when nothing was generated.
 func (s *Service) Bootstrap(ctx context.Context, adminKey string, embedded bool) (string, error) {
 	st := s.State()
+	if err := s.RewrapSecrets(ctx); err != nil {
+		return "", err
+	}
 	if err := s.EnsureSigningKey(ctx); err != nil {
 		return "", fmt.Errorf("token signing key: %w", err)
 	}
@@ -305,6 +310,31 @@ func (s *Service) Bootstrap(ctx context.Context, adminKey string, embedded bool)
 	return "", errors.New("bootstrap: could not register the admin key")
 }
 
+// RewrapSecrets seals the secrets of the control log under the current
+// key-encryption key: those an earlier version wrote in plaintext (a
+// one-time migration) and those sealed under a previous key (rotation).
+func (s *Service) RewrapSecrets(ctx context.Context) error {
+	n, plain, err := s.clog.RewrapSecrets(ctx)
+	if err != nil {
+		return fmt.Errorf("re-wrapping the control log's secrets: %w", err)
+	}
+	if n > 0 {
+		s.log.Info("re-wrapped the control log's secrets under the current key-encryption key", "secrets", n, "were_plaintext", plain)
+	}
+	if plain > 0 {
+		var exposed []string
+		for _, k := range s.State().SigningKeys() {
+			if k.Exposed && !k.Retired {
+				exposed = append(exposed, k.KID)
+			}
+		}
+		s.log.Warn("migrated secrets an earlier version wrote to the control topic in plaintext; the old records stay in the topic's history: "+
+			"rotate the signing key (POST /v1/signing-keys), retire the exposed ones after tokens.max_ttl, and re-create the webhooks "+
+			"registered before the upgrade (see README, Secrets at rest)", "plaintext_secrets", plain, "exposed_signing_keys", strings.Join(exposed, ","))
+	}
+	return nil
+}
+
 // MintToken mints a token for caller (a key, not a token) with caps (nil
 // = the caller's own) for ttl (0 = tokens.default_ttl; over
 // tokens.max_ttl is 422). Overreach is 403 naming what was refused.
@@ -349,7 +379,16 @@ func (s *Service) RotateSigningKey(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, err = s.clog.Append(ctx, controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: kid, Seed: seed})
+	raw, err := base64.StdEncoding.DecodeString(seed)
+	if err != nil {
+		return "", err
+	}
+	// Only the sealed seed enters Kafka (secrets at rest).
+	sealed, err := s.clog.SealSigningSeed(ctx, kid, raw)
+	if err != nil {
+		return "", err
+	}
+	_, err = s.clog.Append(ctx, controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: kid, SealedSeed: sealed})
 	return kid, appendErr(err, httpapi.CodeNotFound, "signing key")
 }
 

@@ -143,9 +143,14 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant, topic, url, room st
 	if err != nil {
 		return controlstate.Webhook{}, httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "could not start the webhook's consumer group")
 	}
+	// Only the sealed secret enters Kafka (secrets at rest).
+	sealed, err := s.clog.SealWebhookSecret(ctx, tenant, id, NewWebhookSecret())
+	if err != nil {
+		return controlstate.Webhook{}, err
+	}
 	_, err = s.clog.Append(ctx, controlstate.TypeWebhookCreated, controlstate.WebhookCreatedData{
 		Tenant: tenant, ID: id, Topic: topic, KafkaTopic: t.KafkaTopic, URL: url, Room: room,
-		Secret: NewWebhookSecret(), Group: group, StartOffsets: start,
+		SealedSecret: sealed, Group: group, StartOffsets: start,
 	})
 	if err := appendErr(err, httpapi.CodeTopicNotFound, "topic "+strconv.Quote(topic)); err != nil {
 		return controlstate.Webhook{}, err

@@ -158,7 +158,22 @@ func load(fs *pflag.FlagSet, file string) (config.Config, error) {
 		}
 	}
 	cfg.Kafka.Brokers = brokers
+	cfg.Secrets.PreviousKeyFiles = splitList(cfg.Secrets.PreviousKeyFiles)
 	return cfg, cfg.Validate()
+}
+
+// splitList splits comma-separated entries (one env var may carry
+// several) and drops empty ones.
+func splitList(in []string) []string {
+	var out []string
+	for _, e := range in {
+		for _, p := range strings.Split(e, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // flatten turns the defaults into viper keys (mapstructure tag paths), so
@@ -199,7 +214,7 @@ func describe(c config.Config) string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		val := fmt.Sprint(m[k])
-		if strings.HasSuffix(k, "_key") && val != "" {
+		if (strings.HasSuffix(k, "_key") || k == "secrets.key") && val != "" && val != "[]" {
 			val = "(set)"
 		}
 		fmt.Fprintf(&b, "  %s = %s\n", k, val)
