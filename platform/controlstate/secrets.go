@@ -196,8 +196,11 @@ func (s *State) openSecretLocked(plain string, sealed *Sealed, aad []byte) (pt [
 //
 // A rewrap never changes a secret: one that opens to another plaintext
 // than the one held is rejected (ErrConflict). One this process cannot
-// open is still recorded as the secret's sealed form (the process keeps
-// the plaintext it holds; a restart without that KEK refuses to start).
+// open is still recorded as the secret's sealed form and makes the secret
+// unreadable here, even if an older form opened: the newest sealed form is
+// what every node must be able to open (a node lacking the KEK of a
+// rotation refuses to start, or stops, rather than seal new secrets under
+// a key the others may no longer hold).
 func (s *State) applySecretLocked(ev Event) (handled bool, err error) {
 	switch ev.Type {
 	case TypeSigningKeyRewrapped:
@@ -228,11 +231,9 @@ func (s *State) applySecretLocked(ev Event) (handled bool, err error) {
 				return true, fmt.Errorf("%w: a rewrap of signing key %q carries another seed", ErrConflict, d.KID)
 			}
 		}
-		k.Sealed = d.SealedSeed
+		k.Sealed, k.unreadable = d.SealedSeed, unreadable
 		if seed != "" {
-			k.Seed, k.unreadable = seed, nil
-		} else if k.Seed == "" {
-			k.unreadable = unreadable
+			k.Seed = seed
 		}
 	case TypeWebhookSecretRewrapped:
 		var d WebhookSecretRewrappedData
@@ -253,11 +254,9 @@ func (s *State) applySecretLocked(ev Event) (handled bool, err error) {
 		if unreadable == nil && w.Secret != "" && w.Secret != string(pt) {
 			return true, fmt.Errorf("%w: a rewrap of webhook %q carries another secret", ErrConflict, d.ID)
 		}
-		w.SealedSecret = d.SealedSecret
+		w.SealedSecret, w.unreadable = d.SealedSecret, unreadable
 		if unreadable == nil {
-			w.Secret, w.unreadable = string(pt), nil
-		} else if w.Secret == "" {
-			w.unreadable = unreadable
+			w.Secret = string(pt)
 		}
 	default:
 		return false, nil
