@@ -35,7 +35,10 @@ import (
 func TestSecretsNotInControlTopic(t *testing.T) {
 	c := h.NewCluster(t)
 	rc := h.NewReceiver(t)
-	n := c.Start(t, func(cfg *config.Config) { h.WebhookConfig(t, rc, 3, 2*time.Second, 100*time.Millisecond)(cfg); h.Unlimited(cfg) })
+	n := c.Start(t, func(cfg *config.Config) {
+		h.WebhookConfig(t, rc, 3, 2*time.Second, 100*time.Millisecond)(cfg)
+		h.Unlimited(cfg)
+	})
 	admin := c.AdminKey
 	h.CreateTopic(t, n.URL, admin, "orders", 1)
 	wh := h.CreateWebhook(t, n.URL, admin, "orders", rc.URLFor("", "/hook"), "")

@@ -192,7 +192,7 @@ func TestTokenLifetimeAndIssuedAt(t *testing.T) {
 	}{
 		{"exactly max_ttl", sign(at(0), at(maxTTL)), true},
 		{"max_ttl minted at a fractional second (exp rounded up)", func() string { tk, _, _ := MintToken(s, now, "t", "k1", nil, maxTTL); return tk }(), true},
-		{"a year", sign(at(0), at(365 * 24 * time.Hour)), false},
+		{"a year", sign(at(0), at(365*24*time.Hour)), false},
 		{"max_ttl plus two seconds", sign(at(0), at(maxTTL+2*time.Second)), false},
 		{"iat 30s ahead (skew)", sign(at(30*time.Second), at(10*time.Minute)), true},
 		{"iat 2m ahead", sign(at(2*time.Minute), at(10*time.Minute)), false},
