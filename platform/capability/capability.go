@@ -230,6 +230,10 @@ func grantCovered(have []Capability, op Op, topic, room string) bool {
 	return false
 }
 
+// MaxPatterns caps the topic patterns, and the room patterns, of one
+// capability.
+const MaxPatterns = 64
+
 // Validate checks a capability set from a request: known operations, at
 // least one topic, patterns made of name characters with at most one
 // trailing "*". It returns one error naming the problem.
@@ -255,6 +259,9 @@ func Validate(caps []Capability) error {
 		}
 		if len(c.Topics) == 0 {
 			return fmt.Errorf("capabilities[%d].topics is empty (use [\"*\"] for every topic)", i)
+		}
+		if len(c.Topics) > MaxPatterns || len(c.Rooms) > MaxPatterns {
+			return fmt.Errorf("capabilities[%d]: at most %d topic and %d room patterns", i, MaxPatterns, MaxPatterns)
 		}
 		for _, p := range append(append([]string{}, c.Topics...), c.Rooms...) {
 			if err := validPattern(p); err != nil {
