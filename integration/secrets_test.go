@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -440,4 +441,57 @@ func jsonStrings(v any) []string {
 		return out
 	}
 	return nil
+}
+
+// The embedded default makes its key-encryption key in the data
+// directory (mode 0600), says so, and reuses it on the next start.
+func TestSecretsEmbeddedKeyInDataDir(t *testing.T) {
+	dir := t.TempDir()
+	boot := func() string {
+		cfg := config.Defaults()
+		cfg.HTTP.Addr, cfg.Kafka.EmbeddedAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", dir
+		var logs bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		a, err := app.New(ctx, cfg, []string{app.All}, slog.New(slog.NewTextHandler(&syncWriter{b: &logs}, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		h.WaitReady(t, "http://"+a.Addr)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return logs.String()
+	}
+	first := boot()
+	path := filepath.Join(dir, app.KeyFileName)
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file %s: %v %v", path, fi, err)
+	}
+	b, _ := os.ReadFile(path)
+	kek := keyIDOf(t, string(b))
+	if !strings.Contains(first, "generated the key-encryption key") || !strings.Contains(first, kek) {
+		t.Fatalf("first start did not say it generated %s:\n%s", kek, first)
+	}
+	second := boot()
+	if strings.Contains(second, "generated the key-encryption key") || !strings.Contains(second, kek) {
+		t.Fatalf("second start did not reuse %s:\n%s", kek, second)
+	}
+	if again, _ := os.ReadFile(path); !bytes.Equal(again, b) {
+		t.Fatal("the key file changed")
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }
