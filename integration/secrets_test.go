@@ -177,6 +177,11 @@ func TestSecretsWrongKeyRefusesToStart(t *testing.T) {
 		t.Fatalf("refusal %q does not name the key id %s and the secret", err, want)
 	}
 	t.Logf("refused: %v", err)
+	// The binary exits 1 with that error.
+	code, out := h.RunBinary(t, c.EnvFor(h.FreeAddr(t), "MSGMESH_SECRETS_KEY="+h.NewSecretsKey()), "serve")
+	if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "cannot be decrypted") {
+		t.Fatalf("msgmesh serve with another key: exit %d, want 1 naming %s:\n%s", code, want, out)
+	}
 	// With the right key it starts again.
 	c.Start(t, nil)
 }
