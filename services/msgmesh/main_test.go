@@ -133,3 +133,33 @@ func TestSecretsConfig(t *testing.T) {
 		t.Fatalf("a short key: exit %d: %s", code, errb.String())
 	}
 }
+
+// msgmesh secrets new-key writes a 0600 key file and prints the id a node
+// would name; key-id prints the same id; an existing file is never
+// overwritten.
+func TestSecretsCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.key")
+	var out, errb bytes.Buffer
+	if code := run([]string{"secrets", "new-key", path}, &out, &errb); code != 0 {
+		t.Fatalf("new-key: exit %d %s", code, errb.String())
+	}
+	id := strings.TrimSpace(out.String())
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 || !strings.HasPrefix(id, "kek_") {
+		t.Fatalf("new-key: %v %v %q", fi, err, id)
+	}
+	before, _ := os.ReadFile(path)
+	out.Reset()
+	if code := run([]string{"secrets", "key-id", path}, &out, &errb); code != 0 || strings.TrimSpace(out.String()) != id {
+		t.Fatalf("key-id: exit %d %q, want %s", code, out.String(), id)
+	}
+	if code := run([]string{"secrets", "new-key", path}, &out, &errb); code != 1 {
+		t.Fatalf("new-key over an existing file: exit %d", code)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("the key file was overwritten")
+	}
+	if code := run([]string{"secrets"}, &out, &errb); code != 2 {
+		t.Fatalf("no subcommand: exit %d", code)
+	}
+}
