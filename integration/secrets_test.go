@@ -110,6 +110,19 @@ func TestSecretsNotInControlTopic(t *testing.T) {
 	if sealedSeeds != 2 || sealedSecrets != 2 {
 		t.Fatalf("read %d records: %d sealed seeds and %d sealed secrets, want 2 and 2", len(recs), sealedSeeds, sealedSecrets)
 	}
+	// The same with kcat, as an SRE would dump it (key, headers, value).
+	t.Run("kcat", func(t *testing.T) {
+		out := h.RunKcat(t, nil, "-C", "-b", strings.Join(c.Brokers, ","), "-t", names.Mapper{Prefix: c.Prefix}.ControlTopic(),
+			"-e", "-q", "-f", "%k\t%h\t%s\n")
+		if n := bytes.Count(out, []byte("\n")); n != len(recs) {
+			t.Fatalf("kcat printed %d records, want %d", n, len(recs))
+		}
+		for i, nd := range needles {
+			if bytes.Contains(out, nd) {
+				t.Errorf("kcat's dump of the control topic holds secret #%d", i)
+			}
+		}
+	})
 
 	// Forgery: every string of the log that decodes to 32 bytes or more
 	// (first and last 32 bytes tried) as an Ed25519 seed, for every kid.
@@ -158,7 +171,7 @@ func TestSecretsNotInControlTopic(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d control records, %d secrets searched in %d encodings, %d candidate seeds refused for %d kids", len(recs), len(needles), len(needles), len(cands), len(kids))
+	t.Logf("%d control records searched for %d byte strings (2 seeds, their private keys, 2 webhook secrets, in every encoding); %d candidate seeds refused for %d kids", len(recs), len(needles), len(cands), len(kids))
 }
 
 // A node whose key-encryption key is not the one the log's secrets are
