@@ -201,10 +201,11 @@ func (s *Service) SetWebhook(ctx context.Context, w controlstate.Webhook, enable
 // DisableWebhook records that the dispatcher stopped delivering to
 // webhook id (the SSRF guard refused it), with the reason.
 func (s *Service) DisableWebhook(ctx context.Context, tenant, id, reason string) error {
-	var offs map[int32]int64
-	if w, ok := s.State().Webhook(tenant, id); ok {
-		offs = s.webhookOffsets(ctx, w)
+	w, ok := s.State().Webhook(tenant, id)
+	if !ok || !w.Enabled {
+		return nil // deleted, or already disabled (by another node): nothing to append
 	}
+	offs := s.webhookOffsets(ctx, w)
 	if len(reason) > MaxReasonBytes {
 		reason = reason[:MaxReasonBytes]
 	}
