@@ -273,6 +273,20 @@ func TestSecretsPlaintextMigration(t *testing.T) {
 	if w, ok := st.Webhook("default", "wh_legacy"); !ok || w.Secret != secret || w.SealedSecret == nil {
 		t.Fatalf("replayed legacy webhook: %+v", w)
 	}
+	// The listing flags the exposed key.
+	var list struct {
+		Keys []struct {
+			KID     string `json:"kid"`
+			Exposed bool   `json:"exposed"`
+			KEK     string `json:"kek"`
+		} `json:"signing_keys"`
+	}
+	_ = json.Unmarshal(h.Must(t, n.URL, "GET", "/v1/signing-keys", c.OperatorKey, nil, 200).Body, &list)
+	for _, k := range list.Keys {
+		if k.Exposed != (k.KID == "sk_legacy") || k.KEK != kek {
+			t.Errorf("signing key listing %+v: want exposed only for sk_legacy, every one sealed under %s", k, kek)
+		}
+	}
 	// One-time: a second start appends nothing.
 	end := h.TotalRecords(t, c.Brokers, topic)
 	if err := n.Stop(); err != nil {

@@ -364,8 +364,8 @@ func (s *Service) RewrapSecrets(ctx context.Context) error {
 			}
 		}
 		s.log.Warn("migrated secrets an earlier version wrote to the control topic in plaintext; the old records stay in the topic's history: "+
-			"rotate the signing key (POST /v1/signing-keys), retire the exposed ones after tokens.max_ttl, and re-create the webhooks "+
-			"registered before the upgrade (see README, Secrets at rest)", "plaintext_secrets", plain, "exposed_signing_keys", strings.Join(exposed, ","))
+			"rotate the signing key (POST /v1/signing-keys), retire the exposed ones (GET /v1/signing-keys shows \"exposed\": true) after tokens.max_ttl, "+
+			"and re-create the webhooks registered before the upgrade (see README, Secrets at rest)", "plaintext_secrets", plain, "exposed_signing_keys", strings.Join(exposed, ","))
 	}
 	return nil
 }
