@@ -231,8 +231,12 @@ func grantCovered(have []Capability, op Op, topic, room string) bool {
 }
 
 // MaxPatterns caps the topic patterns, and the room patterns, of one
-// capability.
-const MaxPatterns = 64
+// capability; MaxTotalPatterns caps them over a whole capability set (so a
+// key's control event stays small: at most 256 patterns of 200 bytes).
+const (
+	MaxPatterns      = 64
+	MaxTotalPatterns = 256
+)
 
 // Validate checks a capability set from a request: known operations, at
 // least one topic, patterns made of name characters with at most one
@@ -243,6 +247,13 @@ func Validate(caps []Capability) error {
 	}
 	if len(caps) > 32 {
 		return fmt.Errorf("at most 32 capabilities")
+	}
+	total := 0
+	for _, c := range caps {
+		total += len(c.Topics) + len(c.Rooms)
+	}
+	if total > MaxTotalPatterns {
+		return fmt.Errorf("at most %d topic and room patterns in all, got %d", MaxTotalPatterns, total)
 	}
 	known := map[Op]bool{OpAll: true}
 	for _, op := range AllOps {
