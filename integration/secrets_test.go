@@ -527,3 +527,31 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// A running node that sees a secret re-wrapped under a key-encryption key
+// it does not hold (another node rotated without giving it the new key)
+// stops with the error naming that key, rather than run on.
+func TestSecretsRunningNodeStopsOnUnknownKEK(t *testing.T) {
+	c := h.NewCluster(t)
+	old := c.Start(t, nil)
+	oldFile := filepath.Join(t.TempDir(), "old.key")
+	if err := os.WriteFile(oldFile, []byte(c.SecretsKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newKey := h.NewSecretsKey()
+	c.Start(t, func(cfg *config.Config) { cfg.Secrets.Key, cfg.Secrets.PreviousKeyFiles = newKey, []string{oldFile} })
+	ok, _ := h.PollUntil(60*time.Second, 100*time.Millisecond, func() bool {
+		resp, err := http.Get(old.URL + "/healthz")
+		if err != nil {
+			return true
+		}
+		resp.Body.Close()
+		return false
+	})
+	if !ok {
+		t.Fatal("the node without the new key kept running")
+	}
+	if err := old.Stop(); err == nil || !strings.Contains(err.Error(), keyIDOf(t, newKey)) {
+		t.Fatalf("the node stopped with %v, want an error naming %s", err, keyIDOf(t, newKey))
+	}
+}
