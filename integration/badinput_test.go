@@ -147,7 +147,7 @@ func TestBadInputIsRejectedClearly(t *testing.T) {
 
 	// Any route's body is capped (http.max_body_bytes).
 	h.WantError(t, "key request over http.max_body_bytes", h.Do(t, n.URL, "POST", "/v1/keys", key, map[string]any{"name": strings.Repeat("n", 70<<10), "role": "producer"}), 413, "payload_too_large")
-	h.WantError(t, "key name over 200 bytes", h.Do(t, n.URL, "POST", "/v1/keys", key, map[string]any{"name": strings.Repeat("n", 201), "role": "producer"}), 422, "validation_failed")
+	h.WantError(t, "key name over 200 bytes", h.Do(t, n.URL, "POST", "/v1/keys", key, map[string]any{"name": strings.Repeat("n", 201), "role": "producer"}), 400, "invalid_request")
 
 	// Routes.
 	h.WantError(t, "unknown route", h.Do(t, n.URL, "GET", "/v1/nope", key, nil), 404, "not_found")

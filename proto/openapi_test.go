@@ -354,6 +354,7 @@ func TestEventsSchemaValidatesRealEvents(t *testing.T) {
 	capKey.Capabilities = []capability.Capability{{Ops: []capability.Op{capability.OpPublish, capability.OpTopicsRead}, Topics: []string{"orders", "chat-*"}, Rooms: []string{"r1"}}}
 	capAdmin := capKey
 	capAdmin.Role = "admin"
+	sealed := &controlstate.Sealed{KEK: "kek_0123456789abcdef", Ciphertext: base64.StdEncoding.EncodeToString(make([]byte, 72))}
 	ev := func(typ string, data any) []byte {
 		raw, err := json.Marshal(data)
 		if err != nil {
@@ -382,6 +383,9 @@ func TestEventsSchemaValidatesRealEvents(t *testing.T) {
 		"tenant.reinstated":               ev(controlstate.TypeTenantReinstated, controlstate.TenantReinstatedData{Tenant: "acme"}),
 		"signing_key.created":             ev(controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: "sk_0123456789abcdef", Seed: base64.StdEncoding.EncodeToString(make([]byte, 32))}),
 		"signing_key.retired":             ev(controlstate.TypeSigningKeyRetired, controlstate.SigningKeyRetiredData{KID: "sk_0123456789abcdef"}),
+		"signing_key.created sealed":      ev(controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: "sk_0123456789abcdef", SealedSeed: sealed}),
+		"signing_key.rewrapped":           ev(controlstate.TypeSigningKeyRewrapped, controlstate.SigningKeyRewrappedData{KID: "sk_0123456789abcdef", SealedSeed: sealed}),
+		"webhook.secret_rewrapped":        ev(controlstate.TypeWebhookSecretRewrapped, controlstate.WebhookSecretRewrappedData{Tenant: "acme", ID: "wh_0123456789abcdef", SealedSecret: sealed}),
 	}
 	for name, b := range webhookEvents(t, ev, true) {
 		valid[name] = b
@@ -398,6 +402,11 @@ func TestEventsSchemaValidatesRealEvents(t *testing.T) {
 		"capability key with a role": ev(controlstate.TypeKeyCreated, capAdmin),
 		"role key without a role":    ev(controlstate.TypeKeyCreated, controlstate.KeyCreatedData{Tenant: "acme", KeyID: kd.KeyID, Hash: kd.Hash, Prefix: kd.Prefix}),
 		"short seed":                 ev(controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: "sk_0123456789abcdef", Seed: "AAAA"}),
+		"seed sealed and plaintext":  ev(controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: "sk_0123456789abcdef", Seed: base64.StdEncoding.EncodeToString(make([]byte, 32)), SealedSeed: sealed}),
+		"signing key without a seed": ev(controlstate.TypeSigningKeyCreated, controlstate.SigningKeyRetiredData{KID: "sk_0123456789abcdef"}),
+		"bad kek id":                 ev(controlstate.TypeSigningKeyRewrapped, controlstate.SigningKeyRewrappedData{KID: "sk_0123456789abcdef", SealedSeed: &controlstate.Sealed{KEK: "mykey", Ciphertext: sealed.Ciphertext}}),
+		"rewrap without the seed":    ev(controlstate.TypeSigningKeyRewrapped, controlstate.SigningKeyRetiredData{KID: "sk_0123456789abcdef"}),
+		"a 501-byte reason":          ev(controlstate.TypeTenantSuspended, controlstate.TenantSuspendedData{Tenant: "acme", Reason: strings.Repeat("r", 501)}),
 		"zero partitions":            ev(controlstate.TypeTopicCreated, controlstate.TopicCreatedData{Tenant: "acme", Topic: "orders", KafkaTopic: "msgmesh.acme.orders"}),
 		"dotted topic":               ev(controlstate.TypeTopicDeleted, controlstate.TopicDeletedData{Tenant: "acme", Topic: "a.b"}),
 		"version 2":                  bytes.Replace(ev(controlstate.TypeTopicDeleted, controlstate.TopicDeletedData{Tenant: "acme", Topic: "o"}), []byte(`"v":1`), []byte(`"v":2`), 1),
@@ -432,10 +441,13 @@ func webhookEvents(t *testing.T, ev func(string, any) []byte, valid bool) map[st
 		Group: "msgmesh.acme.wh.wh_0123456789abcdef", StartOffsets: map[int32]int64{0: 0, 1: 42, 2: 7}}
 	withRoom := created
 	withRoom.Room, withRoom.StartOffsets = "eu", nil
+	sealedCreated := created
+	sealedCreated.Secret, sealedCreated.SealedSecret = "", &controlstate.Sealed{KEK: "kek_0123456789abcdef", Ciphertext: "AAAA"}
 	if valid {
 		return map[string][]byte{
 			"webhook.created":               ev(controlstate.TypeWebhookCreated, created),
 			"webhook.created with room":     ev(controlstate.TypeWebhookCreated, withRoom),
+			"webhook.created sealed":        ev(controlstate.TypeWebhookCreated, sealedCreated),
 			"webhook.enabled":               ev(controlstate.TypeWebhookEnabled, controlstate.WebhookEnabledData{Tenant: "acme", ID: created.ID}),
 			"webhook.enabled new url":       ev(controlstate.TypeWebhookEnabled, controlstate.WebhookEnabledData{Tenant: "acme", ID: created.ID, URL: "https://fixed.example.com/hook"}),
 			"webhook.disabled by the guard": ev(controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: "acme", ID: created.ID, Reason: "the SSRF guard refused the delivery: ssrf: 10.0.0.1 is private"}),
@@ -453,10 +465,15 @@ func webhookEvents(t *testing.T, ev func(string, any) []byte, valid bool) map[st
 	noSecret := created
 	noSecret.Secret = ""
 	return map[string][]byte{
-		"webhook.created http url":     ev(controlstate.TypeWebhookCreated, httpURL),
-		"webhook.created bad id":       ev(controlstate.TypeWebhookCreated, badID),
-		"webhook.created bad secret":   ev(controlstate.TypeWebhookCreated, badSecret),
-		"webhook.created no secret":    ev(controlstate.TypeWebhookCreated, noSecret),
+		"webhook.created http url":   ev(controlstate.TypeWebhookCreated, httpURL),
+		"webhook.created bad id":     ev(controlstate.TypeWebhookCreated, badID),
+		"webhook.created bad secret": ev(controlstate.TypeWebhookCreated, badSecret),
+		"webhook.created no secret":  ev(controlstate.TypeWebhookCreated, noSecret),
+		"webhook.created both secrets": ev(controlstate.TypeWebhookCreated, func() controlstate.WebhookCreatedData {
+			b := created
+			b.SealedSecret = sealedCreated.SealedSecret
+			return b
+		}()),
 		"webhook.created empty room":   bytes.Replace(ev(controlstate.TypeWebhookCreated, created), []byte(`"secret":`), []byte(`"room":"","secret":`), 1),
 		"webhook.created bad offsets":  bytes.Replace(ev(controlstate.TypeWebhookCreated, badOffsets), []byte(`"1":42`), []byte(`"x":42`), 1),
 		"webhook.created negative":     bytes.Replace(ev(controlstate.TypeWebhookCreated, badOffsets), []byte(`"1":42`), []byte(`"1":-1`), 1),

@@ -10,11 +10,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/keyring"
 	"github.com/msgmesh/msgmesh/platform/names"
 )
 
@@ -174,28 +178,54 @@ func TamperSignature(tok string) string {
 }
 
 // SigningKeySeed reads the Ed25519 seed of signing key kid from c's
-// control log in Kafka (what someone with read access to the control
-// topic sees). It fails the test if kid is not there.
+// control log in Kafka, opening it with the cluster's key-encryption key
+// (what someone with read access to the control topic AND that key
+// sees). It fails the test if kid is not there or does not open.
 func (c *Cluster) SigningKeySeed(t testing.TB, kid string) []byte {
 	t.Helper()
-	topic := names.Mapper{Prefix: c.Prefix}.ControlTopic()
-	for _, recs := range ReadByOffset(t, c.Brokers, topic) {
-		for _, r := range recs {
-			var ev controlstate.Event
-			if json.Unmarshal(r.Value, &ev) != nil || ev.Type != controlstate.TypeSigningKeyCreated {
-				continue
-			}
-			var d controlstate.SigningKeyCreatedData
-			if json.Unmarshal(ev.Data, &d) != nil || d.KID != kid {
-				continue
-			}
-			seed, err := base64.StdEncoding.DecodeString(d.Seed)
-			if err != nil {
-				t.Fatalf("signing key %s: seed: %v", kid, err)
-			}
-			return seed
+	st := c.ReplayControlLog(t)
+	k, ok := st.SigningKey(kid)
+	if !ok {
+		t.Fatalf("signing key %s is not in the control log", kid)
+	}
+	seed, err := base64.StdEncoding.DecodeString(k.Seed)
+	if err != nil || len(seed) != 32 {
+		t.Fatalf("signing key %s: seed does not open with the cluster's key (%v)", kid, st.Unreadable())
+	}
+	return seed
+}
+
+// ReplayControlLog reads c's whole control topic into a projection that
+// opens sealed secrets with the cluster's key-encryption key.
+func (c *Cluster) ReplayControlLog(t testing.TB) *controlstate.State {
+	t.Helper()
+	key, err := keyring.ParseKey([]byte(c.SecretsKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := keyring.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := controlstate.NewStateWith(kr)
+	for _, r := range c.ControlRecords(t) {
+		var ev controlstate.Event
+		if json.Unmarshal(r.Value, &ev) == nil {
+			_ = st.Apply(ev)
 		}
 	}
-	t.Fatalf("signing key %s is not in the control log %s", kid, topic)
-	return nil
+	return st
+}
+
+// ControlRecords reads every record of c's control topic, in order.
+func (c *Cluster) ControlRecords(t testing.TB) []*kgo.Record {
+	t.Helper()
+	var out []*kgo.Record
+	for _, recs := range ReadByOffset(t, c.Brokers, names.Mapper{Prefix: c.Prefix}.ControlTopic()) {
+		for _, r := range recs {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
+	return out
 }

@@ -33,6 +33,10 @@ type Cluster struct {
 	Prefix      string
 	AdminKey    string // admin key of tenant "default"
 	OperatorKey string
+	// SecretsKey is the key-encryption key (base64) every node of the
+	// cluster shares (secrets.key), so that nodes with different data
+	// directories read each other's sealed secrets.
+	SecretsKey string
 }
 
 // NewCluster picks the broker (kafkatest.Brokers) and fresh keys.
@@ -45,7 +49,15 @@ func NewCluster(t testing.TB) *Cluster {
 		Prefix:      strings.ReplaceAll(kafkatest.Name("it"), "-", ""),
 		AdminKey:    NewKey(),
 		OperatorKey: "op_" + NewKey(),
+		SecretsKey:  NewSecretsKey(),
 	}
+}
+
+// NewSecretsKey returns a fresh key-encryption key (secrets.key).
+func NewSecretsKey() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.StdEncoding.EncodeToString(b[:])
 }
 
 // NewKey returns a valid random MsgMesh key.
@@ -66,6 +78,7 @@ func (c *Cluster) Config(t testing.TB) config.Config {
 	cfg.Kafka.TopicPrefix = c.Prefix
 	cfg.BootstrapAdminKey = c.AdminKey
 	cfg.OperatorKey = c.OperatorKey
+	cfg.Secrets.Key = c.SecretsKey
 	cfg.Poll.SessionTimeout = 10 * time.Second
 	cfg.Poll.ConsumerIdleTimeout = 8 * time.Second
 	cfg.Poll.DefaultWait = 2 * time.Second

@@ -91,6 +91,7 @@ func (c *Cluster) EnvFor(addr string, extra ...string) []string {
 		"MSGMESH_KAFKA_TOPIC_PREFIX=" + c.Prefix,
 		"MSGMESH_BOOTSTRAP_ADMIN_KEY=" + c.AdminKey,
 		"MSGMESH_OPERATOR_KEY=" + c.OperatorKey,
+		"MSGMESH_SECRETS_KEY=" + c.SecretsKey,
 		"MSGMESH_POLL_SESSION_TIMEOUT=10s",
 		"MSGMESH_POLL_CONSUMER_IDLE_TIMEOUT=8s",
 	}, extra...)...)

@@ -72,14 +72,14 @@ func TestTokenLifecycle(t *testing.T) {
 	if !exp.Equal(now.Add(time.Minute)) {
 		t.Fatalf("exp %v", exp)
 	}
-	p, err := VerifyToken(s, now.Add(30*time.Second), tok)
+	p, err := VerifyToken(s, now.Add(30*time.Second), tok, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Tenant != "t" || p.KeyID != "k1" || !p.Can(capability.OpPublish, "chat", "room-42") || p.Can(capability.OpPublish, "chat", "room-43") {
 		t.Fatalf("principal %+v", p)
 	}
-	if _, err := VerifyToken(s, now.Add(61*time.Second), tok); !errors.Is(err, ErrTokenExpired) {
+	if _, err := VerifyToken(s, now.Add(61*time.Second), tok, time.Hour); !errors.Is(err, ErrTokenExpired) {
 		t.Fatalf("expired: %v", err)
 	}
 	// A flipped signature byte.
@@ -90,27 +90,27 @@ func TestTokenLifecycle(t *testing.T) {
 	} else {
 		sig[5] = 'A'
 	}
-	if _, err := VerifyToken(s, now, parts[0]+"."+parts[1]+"."+string(sig)); !errors.Is(err, ErrTokenInvalid) {
+	if _, err := VerifyToken(s, now, parts[0]+"."+parts[1]+"."+string(sig), time.Hour); !errors.Is(err, ErrTokenInvalid) {
 		t.Fatalf("bad signature: %v", err)
 	}
 	// Rotation: a new key signs, the old one still verifies until retired.
 	old, _ := s.CurrentSigningKey()
 	kid, seed, _ := NewSigningKey()
 	applyTo(t, s, controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: kid, Seed: seed})
-	if _, err := VerifyToken(s, now, tok); err != nil {
+	if _, err := VerifyToken(s, now, tok, time.Hour); err != nil {
 		t.Fatalf("old token after rotation: %v", err)
 	}
 	tok2, _, _ := MintToken(s, now, "t", "k1", caps, time.Minute)
 	applyTo(t, s, controlstate.TypeSigningKeyRetired, controlstate.SigningKeyRetiredData{KID: old.KID})
-	if _, err := VerifyToken(s, now, tok); !errors.Is(err, ErrTokenInvalid) {
+	if _, err := VerifyToken(s, now, tok, time.Hour); !errors.Is(err, ErrTokenInvalid) {
 		t.Fatalf("token of a retired key: %v", err)
 	}
-	if _, err := VerifyToken(s, now, tok2); err != nil {
+	if _, err := VerifyToken(s, now, tok2, time.Hour); err != nil {
 		t.Fatalf("token of the new key: %v", err)
 	}
 	// Revoking the parent kills its tokens.
 	applyTo(t, s, controlstate.TypeKeyRevoked, controlstate.KeyRevokedData{Tenant: "t", KeyID: "k1"})
-	if _, err := VerifyToken(s, now, tok2); !errors.Is(err, ErrParentRevoked) {
+	if _, err := VerifyToken(s, now, tok2, time.Hour); !errors.Is(err, ErrParentRevoked) {
 		t.Fatalf("revoked parent: %v", err)
 	}
 }
@@ -126,7 +126,7 @@ func TestTokenAlgorithmConfusion(t *testing.T) {
 	sk, _ := s.CurrentSigningKey()
 	// alg: none with the same claims and no signature.
 	hdr := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT","kid":"` + sk.KID + `"}`))
-	if _, err := VerifyToken(s, now, hdr+"."+parts[1]+"."); !errors.Is(err, ErrTokenInvalid) {
+	if _, err := VerifyToken(s, now, hdr+"."+parts[1]+".", time.Hour); !errors.Is(err, ErrTokenInvalid) {
 		t.Fatalf("alg none accepted: %v", err)
 	}
 	// HS256 keyed with the Ed25519 public key bytes.
@@ -140,7 +140,7 @@ func TestTokenAlgorithmConfusion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := VerifyToken(s, now, forged); !errors.Is(err, ErrTokenInvalid) {
+	if _, err := VerifyToken(s, now, forged, time.Hour); !errors.Is(err, ErrTokenInvalid) {
 		t.Fatalf("HS256 forgery accepted: %v", err)
 	}
 }
@@ -162,5 +162,48 @@ func TestAuthenticate(t *testing.T) {
 	applyTo(t, s, controlstate.TypeTenantSuspended, controlstate.TenantSuspendedData{Tenant: "t", Reason: "billing"})
 	if _, err := a.Authenticate(key); err == nil || !strings.Contains(err.Error(), "tenant_suspended") {
 		t.Fatalf("suspended tenant: %v", err)
+	}
+}
+
+// A validly signed token is still refused when it lives longer than
+// tokens.max_ttl, has no iat or an iat beyond the skew in the future.
+func TestTokenLifetimeAndIssuedAt(t *testing.T) {
+	s, _ := state(t)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 500_000_000, time.UTC)
+	sk, _ := s.CurrentSigningKey()
+	priv, _ := privateKey(sk)
+	sign := func(iat, exp *jwt.NumericDate) string {
+		c := TokenClaims{RegisteredClaims: jwt.RegisteredClaims{Issuer: TokenIssuer, Subject: "t", ID: "tok_x", IssuedAt: iat, ExpiresAt: exp},
+			ParentKey: "k1", Caps: capability.ForRole(capability.RoleAdmin)}
+		tk := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+		tk.Header["kid"] = sk.KID
+		out, err := tk.SignedString(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	at := func(d time.Duration) *jwt.NumericDate { return jwt.NewNumericDate(now.Add(d)) }
+	maxTTL := time.Hour
+	for _, tc := range []struct {
+		name     string
+		tok      string
+		accepted bool
+	}{
+		{"exactly max_ttl", sign(at(0), at(maxTTL)), true},
+		{"max_ttl minted at a fractional second (exp rounded up)", func() string { tk, _, _ := MintToken(s, now, "t", "k1", nil, maxTTL); return tk }(), true},
+		{"a year", sign(at(0), at(365*24*time.Hour)), false},
+		{"max_ttl plus two seconds", sign(at(0), at(maxTTL+2*time.Second)), false},
+		{"iat 30s ahead (skew)", sign(at(30*time.Second), at(10*time.Minute)), true},
+		{"iat 2m ahead", sign(at(2*time.Minute), at(10*time.Minute)), false},
+		{"no iat", sign(nil, at(time.Minute)), false},
+	} {
+		_, err := VerifyToken(s, now, tc.tok, maxTTL)
+		if tc.accepted && err != nil {
+			t.Errorf("%s: refused: %v", tc.name, err)
+		}
+		if !tc.accepted && !errors.Is(err, ErrTokenInvalid) {
+			t.Errorf("%s: want ErrTokenInvalid, got %v", tc.name, err)
+		}
 	}
 }

@@ -24,6 +24,9 @@ type Authenticator struct {
 	OperatorKey string
 	// Now is the clock for token expiry; nil means time.Now.
 	Now func() time.Time
+	// MaxTokenTTL refuses tokens living longer (exp - iat), whatever their
+	// signature (tokens.max_ttl); 0 caps none.
+	MaxTokenTTL time.Duration
 }
 
 func (a *Authenticator) now() time.Time {
@@ -62,7 +65,7 @@ func (a *Authenticator) Authenticate(cred string) (Principal, error) {
 		}
 	case strings.Count(cred, ".") == 2:
 		var err error
-		p, err = VerifyToken(a.State, a.now(), cred)
+		p, err = VerifyToken(a.State, a.now(), cred, a.MaxTokenTTL)
 		switch {
 		case errors.Is(err, ErrTokenExpired):
 			return Principal{}, httpapi.Errorf(httpapi.CodeTokenExpired, "the token expired; fetch a new one")

@@ -85,10 +85,19 @@ func MintToken(st *controlstate.State, now time.Time, tenant, parentKey string, 
 	return s, exp, err
 }
 
+// IssuedAtSkew is how far in the future a token's iat may be (clock skew
+// between nodes); beyond it the token is refused.
+const IssuedAtSkew = 60 * time.Second
+
 // VerifyToken checks raw's signature (EdDSA only: "none", HS* and every
 // other algorithm are refused), issuer, expiry against now and the signing
 // key (known and not retired), then that the parent key still stands.
-func VerifyToken(st *controlstate.State, now time.Time, raw string) (Principal, error) {
+//
+// Whatever its signature, a token is refused (ErrTokenInvalid) without an
+// iat, with an iat more than IssuedAtSkew after now, or living longer
+// than maxTTL (exp - iat; tokens.max_ttl, plus the second MintToken rounds
+// exp up by). maxTTL 0 caps no lifetime.
+func VerifyToken(st *controlstate.State, now time.Time, raw string, maxTTL time.Duration) (Principal, error) {
 	var claims TokenClaims
 	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
@@ -112,6 +121,16 @@ func VerifyToken(st *controlstate.State, now time.Time, raw string) (Principal, 
 		return Principal{}, ErrTokenExpired
 	case err != nil:
 		return Principal{}, fmt.Errorf("%w: %v", ErrTokenInvalid, err)
+	}
+	if claims.IssuedAt == nil {
+		return Principal{}, fmt.Errorf("%w: no iat", ErrTokenInvalid)
+	}
+	iat, exp := claims.IssuedAt.Time, claims.ExpiresAt.Time
+	if iat.After(now.Add(IssuedAtSkew)) {
+		return Principal{}, fmt.Errorf("%w: iat is %v in the future", ErrTokenInvalid, iat.Sub(now).Round(time.Second))
+	}
+	if maxTTL > 0 && exp.Sub(iat) > maxTTL+time.Second {
+		return Principal{}, fmt.Errorf("%w: lifetime %v exceeds tokens.max_ttl %v", ErrTokenInvalid, exp.Sub(iat), maxTTL)
 	}
 	parent, ok := st.Key(claims.Subject, claims.ParentKey)
 	if !ok || parent.RevokedAt != nil {

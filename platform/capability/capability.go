@@ -230,6 +230,14 @@ func grantCovered(have []Capability, op Op, topic, room string) bool {
 	return false
 }
 
+// MaxPatterns caps the topic patterns, and the room patterns, of one
+// capability; MaxTotalPatterns caps them over a whole capability set (so a
+// key's control event stays small: at most 256 patterns of 200 bytes).
+const (
+	MaxPatterns      = 64
+	MaxTotalPatterns = 256
+)
+
 // Validate checks a capability set from a request: known operations, at
 // least one topic, patterns made of name characters with at most one
 // trailing "*". It returns one error naming the problem.
@@ -239,6 +247,13 @@ func Validate(caps []Capability) error {
 	}
 	if len(caps) > 32 {
 		return fmt.Errorf("at most 32 capabilities")
+	}
+	total := 0
+	for _, c := range caps {
+		total += len(c.Topics) + len(c.Rooms)
+	}
+	if total > MaxTotalPatterns {
+		return fmt.Errorf("at most %d topic and room patterns in all, got %d", MaxTotalPatterns, total)
 	}
 	known := map[Op]bool{OpAll: true}
 	for _, op := range AllOps {
@@ -255,6 +270,9 @@ func Validate(caps []Capability) error {
 		}
 		if len(c.Topics) == 0 {
 			return fmt.Errorf("capabilities[%d].topics is empty (use [\"*\"] for every topic)", i)
+		}
+		if len(c.Topics) > MaxPatterns || len(c.Rooms) > MaxPatterns {
+			return fmt.Errorf("capabilities[%d]: at most %d topic and %d room patterns", i, MaxPatterns, MaxPatterns)
 		}
 		for _, p := range append(append([]string{}, c.Topics...), c.Rooms...) {
 			if err := validPattern(p); err != nil {

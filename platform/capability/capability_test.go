@@ -92,6 +92,30 @@ func TestValidate(t *testing.T) {
 	if err := Validate(caps([]Op{OpPublish}, []string{"chat-*"}, []string{"room-42"})); err != nil {
 		t.Fatal(err)
 	}
+	// Pattern counts are bounded, per capability and in all.
+	many := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = "r" + strings.Repeat("x", i%5)
+		}
+		return out
+	}
+	if Validate(caps([]Op{OpSubscribe}, []string{"t"}, many(MaxPatterns+1))) == nil {
+		t.Error("65 room patterns accepted")
+	}
+	if Validate(caps([]Op{OpSubscribe}, many(MaxPatterns+1), nil)) == nil {
+		t.Error("65 topic patterns accepted")
+	}
+	if err := Validate(caps([]Op{OpSubscribe}, many(MaxPatterns), many(MaxPatterns))); err != nil {
+		t.Errorf("64 and 64 patterns refused: %v", err)
+	}
+	var big []Capability
+	for i := 0; i < 3; i++ {
+		big = append(big, caps([]Op{OpSubscribe}, many(MaxPatterns), many(MaxPatterns))...)
+	}
+	if Validate(big) == nil {
+		t.Error("384 patterns in all accepted")
+	}
 }
 
 // FuzzSubsetSound: whatever a subset allows, the superset allows too, for

@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/msgmesh/msgmesh/platform/keyring"
 )
 
 // Config is the root configuration of a msgmesh process.
@@ -36,6 +38,8 @@ type Config struct {
 	Realtime Realtime `mapstructure:"realtime"`
 	// Webhooks configures webhook delivery (the dispatcher).
 	Webhooks Webhooks `mapstructure:"webhooks"`
+	// Secrets configures the key that encrypts the control log's secrets.
+	Secrets Secrets `mapstructure:"secrets"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.
@@ -258,6 +262,30 @@ type Webhooks struct {
 	// logs a loud warning at start
 	// (MSGMESH_WEBHOOKS_UNSAFE_TEST_HOLD_RETRY_COMMIT). Zero: no wait.
 	UnsafeTestHoldRetryCommit time.Duration `mapstructure:"unsafe_test_hold_retry_commit"`
+}
+
+// Secrets configures the key-encryption key (KEK) that seals the secrets
+// the control log holds (token signing seeds, webhook secrets): it never
+// enters Kafka, so reading the control topic reveals none of them. A key
+// is 32 random bytes as base64 or hex (`openssl rand -base64 32`). Every
+// node of a deployment needs the same key; a node that cannot decrypt a
+// secret in use refuses to start, naming the key id it lacks.
+type Secrets struct {
+	// KeyFile is a file holding the current key (key secrets.key_file,
+	// MSGMESH_SECRETS_KEY_FILE). Empty: Key, or else the file
+	// secrets.key in data_dir, generated on first start (mode 0600); with
+	// an external Kafka that is logged as a warning, since the other nodes
+	// need a copy of it.
+	KeyFile string `mapstructure:"key_file"`
+	// Key is the current key itself (MSGMESH_SECRETS_KEY), instead of
+	// KeyFile. Prefer a file: environments leak into process listings
+	// and crash reports more easily.
+	Key string `mapstructure:"key"`
+	// PreviousKeyFiles are files of older keys, used only to decrypt. At
+	// start the control plane re-wraps every secret sealed under one of
+	// them under the current key (new events); afterwards they are no
+	// longer needed. Comma-separated in MSGMESH_SECRETS_PREVIOUS_KEY_FILES.
+	PreviousKeyFiles []string `mapstructure:"previous_key_files"`
 }
 
 // Limits holds per-plan limits, applied per tenant.
@@ -503,6 +531,19 @@ func (c Config) Validate() error {
 	}
 	if c.BootstrapAdminKey != "" && !keyRE.MatchString(c.BootstrapAdminKey) {
 		bad("bootstrap_admin_key", `want "mm_" followed by at least 32 of [A-Za-z0-9_-]`)
+	}
+	if c.Secrets.Key != "" && c.Secrets.KeyFile != "" {
+		bad("secrets.key", "set either secrets.key or secrets.key_file, not both")
+	}
+	if c.Secrets.Key != "" {
+		if _, err := keyring.ParseKey([]byte(c.Secrets.Key)); err != nil {
+			bad("secrets.key", "%v", err)
+		}
+	}
+	for _, f := range c.Secrets.PreviousKeyFiles {
+		if f == "" {
+			bad("secrets.previous_key_files", "empty file name")
+		}
 	}
 	if c.OperatorKey != "" && len(c.OperatorKey) < 32 {
 		bad("operator_key", "must be at least 32 characters")

@@ -91,12 +91,16 @@ type TenantReinstatedData struct {
 }
 
 // SigningKeyCreatedData adds an Ed25519 token signing key. The newest
-// unretired key signs; every unretired key verifies. The control topic
-// therefore holds secrets: restrict who may read it.
+// unretired key signs; every unretired key verifies.
 type SigningKeyCreatedData struct {
 	KID string `json:"kid"`
-	// Seed is the base64 (std) Ed25519 private key seed (32 bytes).
-	Seed string `json:"seed"`
+	// SealedSeed is the 32-byte Ed25519 private key seed sealed under the
+	// key-encryption key (secrets.go), bound to KID.
+	SealedSeed *Sealed `json:"sealed_seed,omitempty"`
+	// Seed is the base64 (std) seed in plaintext: written only by
+	// versions before secrets at rest, read for their events (and
+	// re-wrapped at start), never written any more.
+	Seed string `json:"seed,omitempty"`
 }
 
 // SigningKeyRetiredData retires a signing key: tokens it signed stop

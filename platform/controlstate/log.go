@@ -28,8 +28,12 @@ type Config struct {
 	// ReplicationFactor of the control topic when it is created; -1 uses
 	// the broker default.
 	ReplicationFactor int16
-	// Logger receives lifecycle logs; never event contents that hold
-	// secrets (events hold key hashes only).
+	// Wrapper seals the secrets events carry (signing seeds, webhook
+	// secrets) and opens them when they are applied (secrets.go). Without
+	// one the log can neither write nor read sealed secrets.
+	Wrapper Wrapper
+	// Logger receives lifecycle logs; never event contents (they hold key
+	// hashes and sealed secrets only, but still).
 	Logger *slog.Logger
 	// Registerer, if set, receives the log's metrics.
 	Registerer prometheus.Registerer
@@ -76,7 +80,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("controlstate: client: %w", err)
 	}
 	l := &Log{
-		cfg: cfg, log: cfg.Logger, state: NewState(), prod: prod, adm: kadm.NewClient(prod),
+		cfg: cfg, log: cfg.Logger, state: NewStateWith(cfg.Wrapper), prod: prod, adm: kadm.NewClient(prod),
 		readyCh: make(chan struct{}), waiters: map[string]chan error{},
 		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_control_events_applied_total", Help: "Control events applied to the in-memory projection (accepted or rejected)."}),
 		offset:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgmesh_control_log_offset", Help: "Offset of the last control event applied."}),
@@ -187,12 +191,27 @@ func (l *Log) Run(ctx context.Context) error {
 		fs.EachError(func(t string, p int32, err error) {
 			l.log.Warn("control log: fetch", "topic", t, "partition", p, "err", err)
 		})
+		var fatal error
 		fs.EachRecord(func(r *kgo.Record) {
-			l.apply(r)
-			if r.Offset+1 >= end {
+			if fatal != nil {
+				return
+			}
+			secret := l.apply(r)
+			// A node that cannot open a secret it needs (its KEK is not
+			// configured) refuses to start rather than serve without it,
+			// and stops if one arrives later (another node rotated to a
+			// KEK this one lacks).
+			if (secret && l.ready.Load()) || (!l.ready.Load() && r.Offset+1 >= end) {
+				fatal = l.state.Unreadable()
+			}
+			if fatal == nil && r.Offset+1 >= end {
 				l.markReady()
 			}
 		})
+		if fatal != nil {
+			l.log.Error("control log: secrets cannot be decrypted", "err", fatal)
+			return fatal
+		}
 	}
 }
 
@@ -203,7 +222,8 @@ func (l *Log) markReady() {
 	}
 }
 
-func (l *Log) apply(r *kgo.Record) {
+// apply applies r and reports whether it was an event carrying a secret.
+func (l *Log) apply(r *kgo.Record) (secret bool) {
 	var ev Event
 	var outcome error
 	if err := json.Unmarshal(r.Value, &ev); err != nil {
@@ -227,6 +247,11 @@ func (l *Log) apply(r *kgo.Record) {
 	if w != nil {
 		w <- outcome
 	}
+	switch ev.Type {
+	case TypeSigningKeyCreated, TypeSigningKeyRewrapped, TypeWebhookCreated, TypeWebhookSecretRewrapped:
+		return true
+	}
+	return false
 }
 
 // Append writes an event of type typ with data, waits until this process

@@ -1,6 +1,7 @@
 package controlstate
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,10 +43,20 @@ type Tenant struct {
 
 // SigningKey is a token signing key.
 type SigningKey struct {
-	KID       string
+	KID string
+	// Seed is the base64 (std) Ed25519 seed in plaintext (in memory only;
+	// "" when it could not be decrypted, see State.Unreadable).
 	Seed      string
 	CreatedAt time.Time
 	Retired   bool
+	// Sealed is the seed's sealed form in the log (nil: plaintext from an
+	// earlier version).
+	Sealed *Sealed
+	// Exposed: the seed was written to the log in plaintext by an earlier
+	// version, so the topic's history still shows it. Rotate and retire
+	// such a key.
+	Exposed    bool
+	unreadable error
 }
 
 // Key is an API key's metadata (never the key itself).
@@ -87,11 +98,18 @@ type State struct {
 	signing []*SigningKey // in creation order
 	// webhooks by id (webhooks.go).
 	webhooks map[string]*Webhook
+	// wrapper opens sealed secrets (secrets.go); nil opens none.
+	wrapper Wrapper
 }
 
-// NewState returns an empty projection.
-func NewState() *State {
+// NewState returns an empty projection that opens no sealed secret (they
+// are unreadable; plaintext ones of earlier versions are read).
+func NewState() *State { return NewStateWith(nil) }
+
+// NewStateWith returns an empty projection that opens sealed secrets with w.
+func NewStateWith(w Wrapper) *State {
 	return &State{
+		wrapper: w,
 		tenants: map[string]*Tenant{},
 		keys:    map[string]*Key{},
 		byHash:  map[string]*Key{},
@@ -187,7 +205,18 @@ func (s *State) Apply(ev Event) error {
 				return fmt.Errorf("%w: signing key %q", ErrConflict, d.KID)
 			}
 		}
-		s.signing = append(s.signing, &SigningKey{KID: d.KID, Seed: d.Seed, CreatedAt: ev.At})
+		pt, unreadable, err := s.openSecretLocked(d.Seed, d.SealedSeed, signingAAD(d.KID))
+		if err != nil {
+			return err
+		}
+		sk := &SigningKey{KID: d.KID, CreatedAt: ev.At, Sealed: d.SealedSeed, Exposed: d.Seed != "", unreadable: unreadable}
+		if unreadable == nil {
+			sk.Seed = string(pt)
+			if d.SealedSeed != nil {
+				sk.Seed = base64.StdEncoding.EncodeToString(pt)
+			}
+		}
+		s.signing = append(s.signing, sk)
 	case TypeSigningKeyRetired:
 		var d SigningKeyRetiredData
 		if err := decode(ev, &d); err != nil {
@@ -228,6 +257,9 @@ func (s *State) Apply(ev Event) error {
 		delete(s.topics, k)
 	default:
 		if handled, err := s.applyWebhookLocked(ev); handled {
+			return err
+		}
+		if handled, err := s.applySecretLocked(ev); handled {
 			return err
 		}
 		return fmt.Errorf("%w: unknown type %q", ErrInvalid, ev.Type)

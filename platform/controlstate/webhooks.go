@@ -28,10 +28,14 @@ type WebhookCreatedData struct {
 	URL        string `json:"url"`
 	// Room, when set, delivers only that room's messages.
 	Room string `json:"room,omitempty"`
-	// Secret is the Standard Webhooks signing secret: "whsec_" + base64
-	// (std) of 32 random bytes. The control topic therefore holds secrets:
-	// restrict who may read it.
-	Secret string `json:"secret"`
+	// SealedSecret is the Standard Webhooks signing secret ("whsec_" +
+	// base64 (std) of 32 random bytes) sealed under the key-encryption key
+	// (secrets.go), bound to Tenant and ID.
+	SealedSecret *Sealed `json:"sealed_secret,omitempty"`
+	// Secret is the secret in plaintext: written only by versions before
+	// secrets at rest, read for their events (and re-wrapped at start),
+	// never written any more.
+	Secret string `json:"secret,omitempty"`
 	// Group is the webhook's Kafka consumer group.
 	Group string `json:"group"`
 	// StartOffsets are the end offsets of KafkaTopic when the webhook was
@@ -73,13 +77,19 @@ type WebhookDeletedData struct {
 
 // Webhook is a webhook as the projection holds it.
 type Webhook struct {
-	Tenant       string          `json:"-"`
-	ID           string          `json:"id"`
-	Topic        string          `json:"topic"`
-	KafkaTopic   string          `json:"kafka_topic"`
-	URL          string          `json:"url"`
-	Room         string          `json:"room,omitempty"`
-	Secret       string          `json:"-"`
+	Tenant     string `json:"-"`
+	ID         string `json:"id"`
+	Topic      string `json:"topic"`
+	KafkaTopic string `json:"kafka_topic"`
+	URL        string `json:"url"`
+	Room       string `json:"room,omitempty"`
+	// Secret is the plaintext secret (in memory only; "" when it could not
+	// be decrypted, see State.Unreadable).
+	Secret string `json:"-"`
+	// SealedSecret is the secret's sealed form in the log (nil: plaintext
+	// from an earlier version).
+	SealedSecret *Sealed `json:"-"`
+	unreadable   error
 	Group        string          `json:"group"`
 	StartOffsets map[int32]int64 `json:"-"`
 	// StopOffsets are the group's offsets recorded by the last
@@ -114,9 +124,13 @@ func (s *State) applyWebhookLocked(ev Event) (handled bool, err error) {
 		if _, ok := s.webhooks[d.ID]; ok {
 			return true, fmt.Errorf("%w: webhook %q already exists", ErrConflict, d.ID)
 		}
+		pt, unreadable, err := s.openSecretLocked(d.Secret, d.SealedSecret, webhookAAD(d.Tenant, d.ID))
+		if err != nil {
+			return true, err
+		}
 		s.webhooks[d.ID] = &Webhook{Tenant: d.Tenant, ID: d.ID, Topic: d.Topic, KafkaTopic: d.KafkaTopic, URL: d.URL,
-			Room: d.Room, Secret: d.Secret, Group: d.Group, StartOffsets: d.StartOffsets, Enabled: true,
-			CreatedAt: ev.At, UpdatedAt: ev.At}
+			Room: d.Room, Secret: string(pt), SealedSecret: d.SealedSecret, unreadable: unreadable, Group: d.Group,
+			StartOffsets: d.StartOffsets, Enabled: true, CreatedAt: ev.At, UpdatedAt: ev.At}
 	case TypeWebhookEnabled:
 		var d WebhookEnabledData
 		if err := decode(ev, &d); err != nil {

@@ -364,6 +364,11 @@ type signingKeyView struct {
 	CreatedAt string `json:"created_at"`
 	Retired   bool   `json:"retired"`
 	Current   bool   `json:"current"`
+	// Exposed: its seed is in the control topic's history in plaintext
+	// (written by a version before secrets at rest).
+	Exposed bool `json:"exposed"`
+	// KEK is the id of the key-encryption key sealing its seed.
+	KEK string `json:"kek,omitempty"`
 }
 
 func (s *Service) listSigningKeys(c *gin.Context) {
@@ -374,7 +379,11 @@ func (s *Service) listSigningKeys(c *gin.Context) {
 	keys := s.State().SigningKeys()
 	out := make([]signingKeyView, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, signingKeyView{KID: k.KID, CreatedAt: k.CreatedAt.UTC().Format(timeFormat), Retired: k.Retired, Current: k.KID == cur.KID})
+		v := signingKeyView{KID: k.KID, CreatedAt: k.CreatedAt.UTC().Format(timeFormat), Retired: k.Retired, Current: k.KID == cur.KID, Exposed: k.Exposed}
+		if k.Sealed != nil {
+			v.KEK = k.Sealed.KEK
+		}
+		out = append(out, v)
 	}
 	c.JSON(http.StatusOK, gin.H{"signing_keys": out})
 }

@@ -5,10 +5,12 @@ package controlplane
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -53,6 +55,25 @@ func (s *Service) now() time.Time {
 // State is the control projection.
 func (s *Service) State() *controlstate.State { return s.clog.State() }
 
+// Length limits of the free-text fields the control log stores (bytes);
+// over them: 400 invalid_request, and nothing is appended.
+const (
+	// MaxNameBytes caps a key's name.
+	MaxNameBytes = 200
+	// MaxReasonBytes caps a suspension's or a webhook's disabled reason.
+	MaxReasonBytes = 500
+	// MaxURLBytes caps a webhook URL.
+	MaxURLBytes = 2048
+)
+
+// tooLong is the 400 for a free-text field over its limit.
+func tooLong(field string, v string, max int) error {
+	if len(v) <= max {
+		return nil
+	}
+	return httpapi.Errorf(httpapi.CodeInvalidRequest, "%s is %d bytes, over the limit of %d", field, len(v), max)
+}
+
 // appendErr maps a control-log outcome onto the HTTP error catalog.
 func appendErr(err error, notFound httpapi.Code, what string) error {
 	switch {
@@ -87,6 +108,9 @@ func (s *Service) CreateTenant(ctx context.Context, id, plan string) (controlsta
 	if plan != controlstate.PlanFree && plan != controlstate.PlanPaid {
 		return controlstate.Tenant{}, "", httpapi.Errorf(httpapi.CodeValidation, "plan %q: want free or paid", plan)
 	}
+	if _, ok := s.State().Tenant(id); ok {
+		return controlstate.Tenant{}, "", httpapi.Errorf(httpapi.CodeConflict, "tenant %q already exists", id)
+	}
 	key, hash, display, err := auth.NewKey()
 	if err != nil {
 		return controlstate.Tenant{}, "", err
@@ -104,11 +128,18 @@ func (s *Service) CreateTenant(ctx context.Context, id, plan string) (controlsta
 
 // SetStrictTopics turns a tenant's strict topic gate on or off.
 func (s *Service) SetStrictTopics(ctx context.Context, tenant string, on bool) (controlstate.Tenant, error) {
+	t, ok := s.State().Tenant(tenant)
+	if !ok {
+		return controlstate.Tenant{}, httpapi.Errorf(httpapi.CodeTenantNotFound, "tenant not found")
+	}
+	if t.StrictTopics == on {
+		return t, nil
+	}
 	_, err := s.clog.Append(ctx, controlstate.TypeTenantSettingsChanged, controlstate.TenantSettingsChangedData{Tenant: tenant, StrictTopics: &on})
 	if err := appendErr(err, httpapi.CodeTenantNotFound, "tenant"); err != nil {
 		return controlstate.Tenant{}, err
 	}
-	t, _ := s.State().Tenant(tenant)
+	t, _ = s.State().Tenant(tenant)
 	return t, nil
 }
 
@@ -137,8 +168,8 @@ func (s *Service) CreateKey(ctx context.Context, caller auth.Principal, name, ro
 	if err := capability.Subset(want, caller.Caps); err != nil {
 		return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeForbidden, "the new key may only narrow your capabilities: %v", err)
 	}
-	if len(name) > 200 {
-		return controlstate.Key{}, "", httpapi.Errorf(httpapi.CodeValidation, "name is over 200 bytes")
+	if err := tooLong("name", name, MaxNameBytes); err != nil {
+		return controlstate.Key{}, "", err
 	}
 	key, hash, display, err := auth.NewKey()
 	if err != nil {
@@ -170,6 +201,9 @@ func (s *Service) RevokeKey(ctx context.Context, caller auth.Principal, id strin
 	if err := capability.Subset(target, caller.Caps); err != nil {
 		return httpapi.Errorf(httpapi.CodeForbidden, "this credential may not revoke a key broader than itself: %v", err)
 	}
+	if k.RevokedAt != nil {
+		return nil // already revoked: nothing to append
+	}
 	_, err := s.clog.Append(ctx, controlstate.TypeKeyRevoked, controlstate.KeyRevokedData{Tenant: tenant, KeyID: id})
 	return appendErr(err, httpapi.CodeKeyNotFound, "key "+strconv.Quote(id))
 }
@@ -185,6 +219,9 @@ func (s *Service) CreateTopic(ctx context.Context, tenant, name string, partitio
 	}
 	if partitions < 1 || partitions > s.cfg.Topics.MaxPartitions {
 		return controlstate.Topic{}, httpapi.Errorf(httpapi.CodeValidation, "partitions %d: want 1..%d", partitions, s.cfg.Topics.MaxPartitions)
+	}
+	if _, ok := s.State().Topic(tenant, name); ok {
+		return controlstate.Topic{}, httpapi.Errorf(httpapi.CodeConflict, "topic %q already exists", name)
 	}
 	_, err := s.clog.Append(ctx, controlstate.TypeTopicCreated, controlstate.TopicCreatedData{
 		Tenant: tenant, Topic: name, Partitions: int32(partitions), KafkaTopic: s.mapper.KafkaTopic(tenant, name),
@@ -256,6 +293,9 @@ func (s *Service) DeleteTopic(ctx context.Context, tenant, name string) error {
 // caller prints it once). It returns "" when nothing was generated.
 func (s *Service) Bootstrap(ctx context.Context, adminKey string, embedded bool) (string, error) {
 	st := s.State()
+	if err := s.RewrapSecrets(ctx); err != nil {
+		return "", err
+	}
 	if err := s.EnsureSigningKey(ctx); err != nil {
 		return "", fmt.Errorf("token signing key: %w", err)
 	}
@@ -305,6 +345,31 @@ func (s *Service) Bootstrap(ctx context.Context, adminKey string, embedded bool)
 	return "", errors.New("bootstrap: could not register the admin key")
 }
 
+// RewrapSecrets seals the secrets of the control log under the current
+// key-encryption key: those an earlier version wrote in plaintext (a
+// one-time migration) and those sealed under a previous key (rotation).
+func (s *Service) RewrapSecrets(ctx context.Context) error {
+	n, plain, err := s.clog.RewrapSecrets(ctx)
+	if err != nil {
+		return fmt.Errorf("re-wrapping the control log's secrets: %w", err)
+	}
+	if n > 0 {
+		s.log.Info("re-wrapped the control log's secrets under the current key-encryption key", "secrets", n, "were_plaintext", plain)
+	}
+	if plain > 0 {
+		var exposed []string
+		for _, k := range s.State().SigningKeys() {
+			if k.Exposed && !k.Retired {
+				exposed = append(exposed, k.KID)
+			}
+		}
+		s.log.Warn("migrated secrets an earlier version wrote to the control topic in plaintext; the old records stay in the topic's history: "+
+			"rotate the signing key (POST /v1/signing-keys), retire the exposed ones (GET /v1/signing-keys shows \"exposed\": true) after tokens.max_ttl, "+
+			"and re-create the webhooks registered before the upgrade (see README, Secrets at rest)", "plaintext_secrets", plain, "exposed_signing_keys", strings.Join(exposed, ","))
+	}
+	return nil
+}
+
 // MintToken mints a token for caller (a key, not a token) with caps (nil
 // = the caller's own) for ttl (0 = tokens.default_ttl; over
 // tokens.max_ttl is 422). Overreach is 403 naming what was refused.
@@ -349,7 +414,16 @@ func (s *Service) RotateSigningKey(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, err = s.clog.Append(ctx, controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: kid, Seed: seed})
+	raw, err := base64.StdEncoding.DecodeString(seed)
+	if err != nil {
+		return "", err
+	}
+	// Only the sealed seed enters Kafka (secrets at rest).
+	sealed, err := s.clog.SealSigningSeed(ctx, kid, raw)
+	if err != nil {
+		return "", err
+	}
+	_, err = s.clog.Append(ctx, controlstate.TypeSigningKeyCreated, controlstate.SigningKeyCreatedData{KID: kid, SealedSeed: sealed})
 	return kid, appendErr(err, httpapi.CodeNotFound, "signing key")
 }
 
@@ -357,6 +431,13 @@ func (s *Service) RotateSigningKey(ctx context.Context) (string, error) {
 //
 // The last unretired key cannot be retired (409): rotate first.
 func (s *Service) RetireSigningKey(ctx context.Context, kid string) error {
+	k, ok := s.State().SigningKey(kid)
+	if !ok {
+		return httpapi.Errorf(httpapi.CodeNotFound, "signing key %q not found", kid)
+	}
+	if k.Retired {
+		return nil // already retired: nothing to append
+	}
 	if cur, ok := s.State().CurrentSigningKey(); ok && cur.KID == kid {
 		live := 0
 		for _, k := range s.State().SigningKeys() {
@@ -373,7 +454,21 @@ func (s *Service) RetireSigningKey(ctx context.Context, kid string) error {
 }
 
 // SetSuspended suspends (with a reason) or reinstates a tenant.
+//
+// An unknown tenant is 404 and a reason over MaxReasonBytes 400, with
+// nothing appended; a tenant already in the asked state (and reason) is
+// answered as it is, appending nothing.
 func (s *Service) SetSuspended(ctx context.Context, tenant string, suspended bool, reason string) (controlstate.Tenant, error) {
+	if err := tooLong("reason", reason, MaxReasonBytes); err != nil {
+		return controlstate.Tenant{}, err
+	}
+	cur, ok := s.State().Tenant(tenant)
+	if !ok {
+		return controlstate.Tenant{}, httpapi.Errorf(httpapi.CodeTenantNotFound, "tenant %q not found", tenant)
+	}
+	if cur.Suspended == suspended && (!suspended || cur.SuspendedReason == reason) {
+		return cur, nil
+	}
 	var err error
 	if suspended {
 		_, err = s.clog.Append(ctx, controlstate.TypeTenantSuspended, controlstate.TenantSuspendedData{Tenant: tenant, Reason: reason})
@@ -393,9 +488,15 @@ func (s *Service) SetPlan(ctx context.Context, tenant, plan string) (controlstat
 	if plan != controlstate.PlanFree && plan != controlstate.PlanPaid {
 		return controlstate.Tenant{}, httpapi.Errorf(httpapi.CodeValidation, "plan %q: want free or paid", plan)
 	}
-	_, err := s.clog.Append(ctx, controlstate.TypeTenantSettingsChanged, controlstate.TenantSettingsChangedData{Tenant: tenant, Plan: &plan})
-	if err := appendErr(err, httpapi.CodeTenantNotFound, "tenant "+strconv.Quote(tenant)); err != nil {
-		return controlstate.Tenant{}, err
+	cur, ok := s.State().Tenant(tenant)
+	if !ok {
+		return controlstate.Tenant{}, httpapi.Errorf(httpapi.CodeTenantNotFound, "tenant %q not found", tenant)
+	}
+	if cur.Plan != plan {
+		_, err := s.clog.Append(ctx, controlstate.TypeTenantSettingsChanged, controlstate.TenantSettingsChangedData{Tenant: tenant, Plan: &plan})
+		if err := appendErr(err, httpapi.CodeTenantNotFound, "tenant "+strconv.Quote(tenant)); err != nil {
+			return controlstate.Tenant{}, err
+		}
 	}
 	if err := s.applyRetention(ctx, tenant); err != nil {
 		return controlstate.Tenant{}, err

@@ -87,6 +87,9 @@ func (s *Service) checkTarget(ctx context.Context, raw string) error {
 	if raw == "" {
 		return httpapi.Errorf(httpapi.CodeValidation, "url is required (a public https URL)")
 	}
+	if err := tooLong("url", raw, MaxURLBytes); err != nil {
+		return err
+	}
 	if err := s.webhooks.guard().CheckTarget(ctx, raw); err != nil {
 		return httpapi.Errorf(httpapi.CodeTargetRefused, "webhook url refused: %s", dispatcher.RedactError(err))
 	}
@@ -109,8 +112,8 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant, topic, url, room st
 	if !ok {
 		return controlstate.Webhook{}, httpapi.Errorf(httpapi.CodeTopicNotFound, "topic %q not found: create it first", topic)
 	}
-	if len(room) > s.cfg.Publish.MaxRoomLength {
-		return controlstate.Webhook{}, httpapi.Errorf(httpapi.CodeValidation, "room is over %d bytes", s.cfg.Publish.MaxRoomLength)
+	if err := tooLong("room", room, s.cfg.Publish.MaxRoomLength); err != nil {
+		return controlstate.Webhook{}, err
 	}
 	if err := s.checkTarget(ctx, url); err != nil {
 		return controlstate.Webhook{}, err
@@ -143,9 +146,14 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant, topic, url, room st
 	if err != nil {
 		return controlstate.Webhook{}, httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "could not start the webhook's consumer group")
 	}
+	// Only the sealed secret enters Kafka (secrets at rest).
+	sealed, err := s.clog.SealWebhookSecret(ctx, tenant, id, NewWebhookSecret())
+	if err != nil {
+		return controlstate.Webhook{}, err
+	}
 	_, err = s.clog.Append(ctx, controlstate.TypeWebhookCreated, controlstate.WebhookCreatedData{
 		Tenant: tenant, ID: id, Topic: topic, KafkaTopic: t.KafkaTopic, URL: url, Room: room,
-		Secret: NewWebhookSecret(), Group: group, StartOffsets: start,
+		SealedSecret: sealed, Group: group, StartOffsets: start,
 	})
 	if err := appendErr(err, httpapi.CodeTopicNotFound, "topic "+strconv.Quote(topic)); err != nil {
 		return controlstate.Webhook{}, err
@@ -157,6 +165,9 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant, topic, url, room st
 // SetWebhook enables or disables webhook id, optionally changing its URL.
 // Enabling re-checks the target; delivery resumes where it stopped.
 func (s *Service) SetWebhook(ctx context.Context, w controlstate.Webhook, enabled bool, url string) (controlstate.Webhook, error) {
+	if enabled == w.Enabled && (url == "" || url == w.URL) {
+		return w, nil // nothing changes: nothing to append
+	}
 	if url != "" || enabled {
 		target := url
 		if target == "" {
@@ -190,9 +201,13 @@ func (s *Service) SetWebhook(ctx context.Context, w controlstate.Webhook, enable
 // DisableWebhook records that the dispatcher stopped delivering to
 // webhook id (the SSRF guard refused it), with the reason.
 func (s *Service) DisableWebhook(ctx context.Context, tenant, id, reason string) error {
-	var offs map[int32]int64
-	if w, ok := s.State().Webhook(tenant, id); ok {
-		offs = s.webhookOffsets(ctx, w)
+	w, ok := s.State().Webhook(tenant, id)
+	if !ok || !w.Enabled {
+		return nil // deleted, or already disabled (by another node): nothing to append
+	}
+	offs := s.webhookOffsets(ctx, w)
+	if len(reason) > MaxReasonBytes {
+		reason = reason[:MaxReasonBytes]
 	}
 	_, err := s.clog.Append(ctx, controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: tenant, ID: id, Reason: reason, Offsets: offs})
 	if errors.Is(err, controlstate.ErrNotFound) {

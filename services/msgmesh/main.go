@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/msgmesh/msgmesh/platform/config"
+	"github.com/msgmesh/msgmesh/platform/keyring"
 	"github.com/msgmesh/msgmesh/services/msgmesh/app"
 )
 
@@ -38,7 +39,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: msgmesh serve [flags] | msgmesh version | msgmesh serve --help")
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
 	switch args[0] {
@@ -47,12 +48,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "serve":
 		return serve(args[1:], stdout, stderr)
+	case "secrets":
+		return secrets(args[1:], stdout, stderr)
 	case "help", "--help", "-h":
-		fmt.Fprintln(stdout, "usage: msgmesh serve [flags] | msgmesh version | msgmesh serve --help")
+		fmt.Fprintln(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "msgmesh: unknown command %q (want serve or version)\n", args[0])
+	fmt.Fprintf(stderr, "msgmesh: unknown command %q (want serve, secrets or version)\n", args[0])
 	return 2
+}
+
+const usage = "usage: msgmesh serve [flags] | msgmesh secrets new-key FILE | msgmesh secrets key-id FILE | msgmesh version | msgmesh serve --help"
+
+// secrets makes and identifies key-encryption keys (secrets.key_file):
+// "new-key FILE" writes a fresh key (mode 0600, never over an existing
+// file) and prints its id; "key-id FILE" prints a key file's id, to match
+// the id a node names when it lacks a key.
+func secrets(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 2 || (args[0] != "new-key" && args[0] != "key-id") {
+		fmt.Fprintln(stderr, "usage: msgmesh secrets new-key FILE | msgmesh secrets key-id FILE")
+		return 2
+	}
+	var key []byte
+	var err error
+	if args[0] == "new-key" {
+		if _, serr := os.Stat(args[1]); serr == nil {
+			fmt.Fprintf(stderr, "msgmesh: %s exists; not overwriting a key\n", args[1])
+			return 1
+		}
+		key, _, err = keyring.LoadOrCreateFile(args[1])
+	} else {
+		key, err = keyring.LoadFile(args[1])
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "msgmesh: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, keyring.KeyID(key))
+	return 0
 }
 
 func serve(args []string, stdout, stderr io.Writer) int {
@@ -158,7 +191,22 @@ func load(fs *pflag.FlagSet, file string) (config.Config, error) {
 		}
 	}
 	cfg.Kafka.Brokers = brokers
+	cfg.Secrets.PreviousKeyFiles = splitList(cfg.Secrets.PreviousKeyFiles)
 	return cfg, cfg.Validate()
+}
+
+// splitList splits comma-separated entries (one env var may carry
+// several) and drops empty ones.
+func splitList(in []string) []string {
+	var out []string
+	for _, e := range in {
+		for _, p := range strings.Split(e, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // flatten turns the defaults into viper keys (mapstructure tag paths), so
@@ -199,7 +247,7 @@ func describe(c config.Config) string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		val := fmt.Sprint(m[k])
-		if strings.HasSuffix(k, "_key") && val != "" {
+		if (strings.HasSuffix(k, "_key") || k == "secrets.key") && val != "" && val != "[]" {
 			val = "(set)"
 		}
 		fmt.Fprintf(&b, "  %s = %s\n", k, val)

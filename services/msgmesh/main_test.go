@@ -105,3 +105,61 @@ func TestUnknownTargetAndVersion(t *testing.T) {
 		t.Fatalf("list-targets: %d %q", code, out.String())
 	}
 }
+
+// The key-encryption key is masked; previous key files split on commas;
+// a key that is not 32 bytes is a configuration error naming secrets.key.
+func TestSecretsConfig(t *testing.T) {
+	key := "q1bZ0mW5dP1n8QyF3v6s2Yk4xR7uT9aL0cE2hJ5gN8o="
+	t.Setenv("MSGMESH_SECRETS_KEY", key)
+	t.Setenv("MSGMESH_SECRETS_PREVIOUS_KEY_FILES", "/k/a.key, /k/b.key")
+	cfg, err := load(flags(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Secrets.Key != key || len(cfg.Secrets.PreviousKeyFiles) != 2 || cfg.Secrets.PreviousKeyFiles[1] != "/k/b.key" {
+		t.Fatalf("secrets config %+v", cfg.Secrets)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--verify-config"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String(), key) || !strings.Contains(out.String(), "secrets.key = (set)") {
+		t.Fatalf("secrets.key not masked:\n%s", out.String())
+	}
+	t.Setenv("MSGMESH_SECRETS_KEY", "c2hvcnQ=")
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"serve", "--verify-config"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "secrets.key") {
+		t.Fatalf("a short key: exit %d: %s", code, errb.String())
+	}
+}
+
+// msgmesh secrets new-key writes a 0600 key file and prints the id a node
+// would name; key-id prints the same id; an existing file is never
+// overwritten.
+func TestSecretsCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.key")
+	var out, errb bytes.Buffer
+	if code := run([]string{"secrets", "new-key", path}, &out, &errb); code != 0 {
+		t.Fatalf("new-key: exit %d %s", code, errb.String())
+	}
+	id := strings.TrimSpace(out.String())
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 || !strings.HasPrefix(id, "kek_") {
+		t.Fatalf("new-key: %v %v %q", fi, err, id)
+	}
+	before, _ := os.ReadFile(path)
+	out.Reset()
+	if code := run([]string{"secrets", "key-id", path}, &out, &errb); code != 0 || strings.TrimSpace(out.String()) != id {
+		t.Fatalf("key-id: exit %d %q, want %s", code, out.String(), id)
+	}
+	if code := run([]string{"secrets", "new-key", path}, &out, &errb); code != 1 {
+		t.Fatalf("new-key over an existing file: exit %d", code)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("the key file was overwritten")
+	}
+	if code := run([]string{"secrets"}, &out, &errb); code != 2 {
+		t.Fatalf("no subcommand: exit %d", code)
+	}
+}

@@ -199,9 +199,14 @@ func (a *App) initKafka(ctx context.Context) error {
 }
 
 func (a *App) initControlLog(ctx context.Context) error {
+	kr, err := a.loadKeyring()
+	if err != nil {
+		return err
+	}
 	octx, cancel := context.WithTimeout(ctx, 2*a.cfg.Kafka.RequestTimeout)
 	defer cancel()
 	l, err := controlstate.Open(octx, controlstate.Config{
+		Wrapper:           kr,
 		AppendTimeout:     a.cfg.Kafka.RequestTimeout,
 		Topic:             names.Mapper{Prefix: a.cfg.Kafka.TopicPrefix}.ControlTopic(),
 		ClientOpts:        a.clientOpts,
@@ -300,7 +305,7 @@ func (a *App) initServer(ctx context.Context) error {
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
-	authn := &auth.Authenticator{State: a.clog.State(), OperatorKey: a.cfg.OperatorKey, Now: a.now}
+	authn := &auth.Authenticator{State: a.clog.State(), OperatorKey: a.cfg.OperatorKey, Now: a.now, MaxTokenTTL: a.cfg.Tokens.MaxTTL}
 	a.authn = authn
 	// EventSource and browser WebSockets cannot set headers: SSE and
 	// /v1/ws take ?token= too.
