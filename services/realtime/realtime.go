@@ -103,6 +103,8 @@ type metrics struct {
 	slow        *prometheus.CounterVec
 	hubs        prometheus.Gauge
 	catchup     prometheus.Counter
+	closed      *prometheus.CounterVec
+	misplaced   prometheus.Counter
 }
 
 // New makes a Service; it starts hubs on demand.
@@ -142,11 +144,13 @@ func New(cfg Config) (*Service, error) {
 			slow:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_realtime_slow_consumers_total", Help: "Subscribers too slow for the live feed: caught up from Kafka (catchup) or disconnected (disconnect); catchup_busy: a catch-up found no free Kafka reader slot in time and its stream ended resumably."}, []string{"action"}),
 			hubs:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgmesh_realtime_hubs", Help: "Topics with a live Kafka reader on this process."}),
 			catchup:     prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_realtime_catchup_messages_total", Help: "Messages delivered from Kafka directly (resume backfill and slow-subscriber catch-up)."}),
+			closed:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_realtime_closed_total", Help: "SSE streams, WebSocket subscriptions and connections the server ended on purpose (msgmesh-closed events and closed frames), by reason."}, []string{"transport", "reason"}),
+			misplaced:   prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_realtime_room_misplaced_records_total", Help: "Records keyed with a subscribed room but stored on another partition than the room's (produced with another partitioner than murmur2, e.g. kcat's default): room subscriptions do not receive them."}),
 		},
 	}
 	if cfg.Registerer != nil {
 		m := s.metrics
-		for _, c := range []prometheus.Collector{m.subscribers, m.sent, m.resyncs, m.slow, m.hubs, m.catchup} {
+		for _, c := range []prometheus.Collector{m.subscribers, m.sent, m.resyncs, m.slow, m.hubs, m.catchup, m.closed, m.misplaced} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				cl.Close()
 				cancel()
