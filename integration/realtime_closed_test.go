@@ -73,7 +73,7 @@ func TestRealtimeSSEClosedEvents(t *testing.T) {
 
 	// A token expiring mid-stream: token_expired, whose id resumes.
 	h.CreateTopic(t, n.URL, key, "exp2", 3)
-	tok, _ := h.MintToken(t, n.URL, key, 2, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"exp2"}}})
+	tok, _ := h.MintToken(t, n.URL, key, 5, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"exp2"}}})
 	ts := mustSSE(t, n.URL, "", "exp2", url.Values{"token": {tok}}, "")
 	publishSeq(t, n.URL, key, "exp2", 0, 1)
 	ts.Messages(t, 1, 10*time.Second)

@@ -107,7 +107,7 @@ func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.
 			// only short-lived tokens go there, never a key (spec
 			// section 4: keys stay server side).
 			if q := strings.TrimSpace(cred); LooksLikeKey(q) || a.OperatorKey != "" && EqualSecret(q, a.OperatorKey) {
-				err := httpapi.Errorf(httpapi.CodeKeyInURL, "an API key may not be sent as ?token=: send it as Authorization: Bearer <key>, or mint a short-lived token (POST /v1/tokens) for the URL")
+				err := httpapi.Errorf(httpapi.CodeKeyInURL, "an API key may not be sent as ?token= (URLs end up in logs and browser history): send it in the Authorization header as a Bearer credential, or put a short-lived token (POST /v1/tokens) in the URL")
 				httpapi.Abort(c, nil, err)
 				return
 			}

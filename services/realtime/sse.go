@@ -129,7 +129,7 @@ func (s *Service) sse(c *gin.Context) {
 	var buf []byte
 	preamble := []byte("retry: " + strconv.FormatInt(s.cfg.RetryHint.Milliseconds(), 10) + "\n: msgmesh\n\n")
 	writeFailed := false
-	lastID := "" // the id the client holds
+	var lastID []byte // the id the client holds
 	write := func(b []byte) error {
 		if preamble != nil {
 			b = append(preamble, b...)
@@ -149,8 +149,8 @@ func (s *Service) sse(c *gin.Context) {
 	// writeID sends an id-only event when the client's id is not pos.
 	writeID := func(pos Position) error {
 		buf = pos.Append(append(buf[:0], "id: "...))
-		if id := string(buf[4:]); id != lastID {
-			lastID = id
+		if id := buf[4:]; !bytes.Equal(id, lastID) {
+			lastID = append(lastID[:0], id...)
 			return write(append(buf, "\n\n"...))
 		}
 		return nil
@@ -170,7 +170,7 @@ func (s *Service) sse(c *gin.Context) {
 		if _, err := s.authenticate(cred); err != nil {
 			return err
 		}
-		if pos := st.position(); pos.String() != lastID {
+		if pos := st.position(); !bytes.Equal(pos.Append(buf[:0]), lastID) {
 			return writeID(pos)
 		}
 		return write(heartbeat)
@@ -178,9 +178,12 @@ func (s *Service) sse(c *gin.Context) {
 	sent, slow := s.metrics.sent.WithLabelValues("sse"), s.metrics.slow.WithLabelValues("disconnect")
 	emit := func(ev event) error {
 		buf = buf[:0]
+		var idAt, idEnd int
 		if ev.resync != "" {
 			buf = append(buf, "event: "+EventResync+"\nid: "...)
+			idAt = len(buf)
 			buf = ev.pos.Append(buf)
+			idEnd = len(buf)
 			buf = append(buf, `
 data: {"reason":"`...)
 			buf = append(buf, ev.resync...)
@@ -189,12 +192,14 @@ data: {"reason":"`...)
 			buf = append(buf, "\"}\n\n"...)
 		} else {
 			buf = append(buf, "id: "...)
+			idAt = len(buf)
 			buf = ev.pos.Append(buf)
+			idEnd = len(buf)
 			buf = append(buf, '\n')
 			buf = appendData(buf, ev.msg)
 			buf = append(buf, '\n')
 		}
-		lastID = ev.pos.String()
+		lastID = append(lastID[:0], buf[idAt:idEnd]...)
 		if err := write(buf); err != nil {
 			slow.Inc()
 			return err
