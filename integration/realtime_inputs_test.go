@@ -204,6 +204,48 @@ func TestRealtimeWebSocketPingBurst(t *testing.T) {
 	if f := readFrame(t, conn, 10*time.Second); f["type"] != "pong" {
 		t.Fatalf("after the burst: %v", f)
 	}
+
+	// A flood beyond the burst is read more slowly (100 frames a second
+	// after a burst of 500), every ping still answered, and a
+	// subscription's messages are delivered in the middle of it.
+	h.CreateTopic(t, n.URL, c.AdminKey, "pings", 1)
+	if err := conn.WriteJSON(map[string]any{"type": "subscribe", "id": "p", "topic": "pings"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := readFrame(t, conn, 10*time.Second); f["type"] != "subscribed" {
+		t.Fatalf("frame %v, want subscribed", f)
+	}
+	const flood = 800
+	began := time.Now()
+	go func() {
+		for range flood {
+			if conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"ping"}`)) != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the flood is being read at the limited rate
+	publishSeq(t, n.URL, c.AdminKey, "pings", 0, 1)
+	pongs, msgAt := 0, -1
+	for pongs < flood || msgAt < 0 {
+		f := readFrame(t, conn, 15*time.Second)
+		switch f["type"] {
+		case "pong":
+			pongs++
+		case "message":
+			msgAt = pongs
+		default:
+			t.Fatalf("frame %v during the flood", f)
+		}
+	}
+	took := time.Since(began)
+	t.Logf("%d pings answered in %v; the message arrived after %d pongs", flood, took.Round(time.Millisecond), msgAt)
+	if took < 3*time.Second {
+		t.Errorf("%d pings (beyond the first ones' allowance) answered in %v: client frames are not rate-limited", flood, took)
+	}
+	if msgAt >= flood {
+		t.Errorf("the message waited behind every pong: deliveries are not apart from client frames")
+	}
 }
 
 // Records written by Kafka tools: a record keyed "eu" by kcat's default
