@@ -47,7 +47,10 @@ func (s *sseStream) closedEvent(t testing.TB, timeout time.Duration) (map[string
 // token_expired, with the position to resume from.
 func TestRealtimeSSEClosedEvents(t *testing.T) {
 	c := h.NewCluster(t)
-	n := c.Start(t, h.Unlimited)
+	n := c.Start(t, func(cfg *config.Config) {
+		h.Unlimited(cfg)
+		cfg.Realtime.Heartbeat = 300 * time.Millisecond // credential re-checks
+	})
 	key := c.AdminKey
 	h.CreateTopic(t, n.URL, key, "gone", 3)
 	s := mustSSE(t, n.URL, key, "gone", nil, "")
@@ -87,6 +90,17 @@ func TestRealtimeSSEClosedEvents(t *testing.T) {
 		if seqOf(t, m.Msg) != i+1 {
 			t.Fatalf("resumed from the msgmesh-closed id: message %d is seq %d, want %d", i, seqOf(t, m.Msg), i+1)
 		}
+	}
+
+	// A revoked key, found by the periodic re-check: credential_revoked.
+	kid, ckey := h.RoleKey(t, n.URL, key, "sse-consumer", "consumer")
+	rs := mustSSE(t, n.URL, ckey, "exp2", nil, "")
+	if ev, ok := rs.NextAny(10 * time.Second); !ok || !ev.idOnly() {
+		t.Fatalf("first event %+v, want the id-only start", ev)
+	}
+	h.Must(t, n.URL, "DELETE", "/v1/keys/"+kid, key, nil, http.StatusNoContent)
+	if d, _ := rs.closedEvent(t, 15*time.Second); d["reason"] != "credential_revoked" {
+		t.Errorf("after the key's revocation msgmesh-closed %v, want reason credential_revoked", d)
 	}
 
 	// The node shutting down: shutdown.
