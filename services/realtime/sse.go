@@ -17,6 +17,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	protows "github.com/msgmesh/msgmesh/proto/ws"
 )
 
 // EventResync is the SSE event type that says "I cannot guarantee
@@ -238,16 +239,16 @@ const EventClosed = "msgmesh-closed"
 const (
 	// ReasonTopicDeleted: the topic was deleted; terminal (a reconnect
 	// gets 404 topic_not_found, or a resync if it was made again).
-	ReasonTopicDeleted = "topic_deleted"
+	ReasonTopicDeleted = protows.ReasonTopicDeleted
 	// ReasonShutdown: the node is shutting down; reconnect with backoff
 	// (to any node) from the position.
-	ReasonShutdown = "shutdown"
+	ReasonShutdown = protows.ReasonShutdown
 	// ReasonTokenExpired: the token expired; reconnect with a fresh token
 	// from the position.
-	ReasonTokenExpired = "token_expired"
+	ReasonTokenExpired = protows.ReasonTokenExpired
 	// ReasonCatchupBusy: every catch-up reader of the node stayed busy;
 	// reconnect with backoff from the position.
-	ReasonCatchupBusy = "catchup_busy"
+	ReasonCatchupBusy = protows.ReasonCatchupBusy
 )
 
 // errTokenExpired: the stream's token reached its expiry.

@@ -19,24 +19,25 @@ import (
 	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	protows "github.com/msgmesh/msgmesh/proto/ws"
 )
 
 // WebSocket close codes (proto/ws/frames.schema.json documents them).
 const (
 	// CloseShutdown: the node is shutting down; reconnect (to any node)
 	// and resubscribe with each subscription's last position.
-	CloseShutdown = websocket.CloseGoingAway // 1001
+	CloseShutdown = protows.CloseShutdown // 1001
 	// CloseBadFrame: a frame was not JSON text; fix the client.
-	CloseBadFrame = 4000
+	CloseBadFrame = protows.CloseBadFrame
 	// CloseAuthExpired: the token expired without a refresh; fetch a new
 	// token, reconnect and resubscribe from the last positions.
-	CloseAuthExpired = 4001
+	CloseAuthExpired = protows.CloseAuthExpired
 	// CloseAuthRevoked: the credential was revoked or the tenant
 	// suspended; obtain a new credential.
-	CloseAuthRevoked = 4003
+	CloseAuthRevoked = protows.CloseAuthRevoked
 	// CloseSlowConsumer: the client did not read for
 	// realtime.write_timeout; reconnect and resume from the last positions.
-	CloseSlowConsumer = 4008
+	CloseSlowConsumer = protows.CloseSlowConsumer
 )
 
 // Client frames are read at most wsFrameRate a second after a burst of
@@ -163,7 +164,7 @@ func (wc *wsConn) serve() {
 			break
 		}
 		if mt != websocket.TextMessage {
-			wc.closeWith(CloseBadFrame, "frames are JSON text", "invalid_frame", "frames are JSON text")
+			wc.closeWith(CloseBadFrame, "frames are JSON text", protows.ReasonInvalidFrame, "frames are JSON text")
 			break
 		}
 		if frames.Wait(wc.ctx) != nil {
@@ -296,7 +297,7 @@ func (wc *wsConn) subscribe(f clientFrame) {
 		default:
 			reason, text := closeReason(err, t.Name)
 			if reason == "" {
-				reason, text = "error", "the subscription failed; subscribe again from its last position"
+				reason, text = protows.ReasonError, "the subscription failed; subscribe again from its last position"
 				s.log.Debug("realtime: websocket subscription ended", "topic", t.Name, "err", err)
 			}
 			pos := st.position()
@@ -364,7 +365,7 @@ func (wc *wsConn) closeSub(sub *wsSub, reason, text string, pos *Position) {
 	if !wc.removeSub(sub) {
 		return
 	}
-	m := map[string]any{"type": "closed", "id": sub.id, "topic": sub.topic, "reason": reason, "error": text}
+	m := map[string]any{"type": protows.TypeClosed, "id": sub.id, "topic": sub.topic, "reason": reason, "error": text}
 	if pos != nil {
 		m["position"] = pos.String()
 	}
@@ -399,7 +400,7 @@ func (wc *wsConn) refresh(tok string) {
 	}
 	wc.mu.Unlock()
 	for _, sub := range lost {
-		wc.closeSub(sub, "forbidden", "the refreshed credential may not subscribe to this topic or room", nil)
+		wc.closeSub(sub, protows.ReasonForbidden, "the refreshed credential may not subscribe to this topic or room", nil)
 	}
 	m := map[string]any{"type": "refreshed"}
 	if !p.ExpiresAt.IsZero() {
@@ -505,7 +506,7 @@ func (wc *wsConn) writer() {
 				if wc.closeReason != "" {
 					s.metrics.closed.WithLabelValues("ws", wc.closeReason).Inc()
 					_ = wc.conn.SetWriteDeadline(time.Now().Add(time.Second))
-					_ = wc.conn.WriteMessage(websocket.TextMessage, marshalFrame(map[string]any{"type": "closed", "reason": wc.closeReason, "error": wc.closeError}))
+					_ = wc.conn.WriteMessage(websocket.TextMessage, marshalFrame(map[string]any{"type": protows.TypeClosed, "reason": wc.closeReason, "error": wc.closeError}))
 				}
 				_ = wc.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
 			}
