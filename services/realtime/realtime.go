@@ -12,7 +12,10 @@
 // partition exactly on any node. When a position cannot be served within
 // the replay window (records and age, and Kafka's retention), the stream
 // says msgmesh-resync and continues live: never a silent partial backfill
-// (spec sections 2, 3 and 5).
+// (spec sections 2, 3 and 5). Every SSE stream starts with an id-only
+// event carrying its position; a stream the server ends on purpose (topic
+// deleted, token expired, credential revoked, shutdown) says why first:
+// msgmesh-closed on SSE, a closed frame on WebSocket.
 package realtime
 
 import (
@@ -198,8 +201,8 @@ func (s *Service) topicOf(kafkaTopic string) (controlstate.Topic, bool) {
 	return controlstate.Topic{}, false
 }
 
-// Shutdown ends every stream: SSE responses finish, WebSockets close with
-// 1001. Register it with http.Server.RegisterOnShutdown so that graceful
+// Shutdown ends every stream: SSE responses finish after msgmesh-closed
+// shutdown, WebSockets send closed shutdown and close with 1001. Register it with http.Server.RegisterOnShutdown so that graceful
 // shutdown does not wait for streams that never end by themselves.
 func (s *Service) Shutdown() {
 	s.hubsMu.Lock()
