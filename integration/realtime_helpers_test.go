@@ -140,9 +140,29 @@ func (s *sseStream) Close() {
 	_ = s.Resp.Body.Close()
 }
 
-// Next returns the next event, or ok=false when the stream ended or
+// Next returns the next event that is not id-only (recording the id of
+// every event, as a browser does), or ok=false when the stream ended or
 // timeout passed.
 func (s *sseStream) Next(timeout time.Duration) (sseEvent, bool) {
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if ok && ev.ID != "" {
+				s.LastID = ev.ID
+			}
+			if ok && ev.idOnly() {
+				continue
+			}
+			return ev, ok
+		case <-deadline:
+			return sseEvent{}, false
+		}
+	}
+}
+
+// NextAny is Next returning id-only events too.
+func (s *sseStream) NextAny(timeout time.Duration) (sseEvent, bool) {
 	select {
 	case ev, ok := <-s.events:
 		if ok && ev.ID != "" {
@@ -153,6 +173,10 @@ func (s *sseStream) Next(timeout time.Duration) (sseEvent, bool) {
 		return sseEvent{}, false
 	}
 }
+
+// idOnly reports an event with an id and nothing else (a browser records
+// the id and dispatches nothing).
+func (ev sseEvent) idOnly() bool { return ev.Type == "" && ev.Data == "" }
 
 // Ended reports whether the server ended the stream within timeout.
 func (s *sseStream) Ended(timeout time.Duration) bool {

@@ -27,6 +27,8 @@ func TestRealtimeSSEIdleMemory(t *testing.T) {
 	n := c.Start(t, h.Unlimited)
 	key := c.AdminKey
 	h.CreateTopic(t, n.URL, key, "idle", 3)
+	// ?token= takes tokens only (a key there is 401 key_in_url).
+	tok, _ := h.MintToken(t, n.URL, key, 900, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"idle"}}})
 	addr := strings.TrimPrefix(n.URL, "http://")
 	open := func() net.Conn {
 		conn, err := net.Dial("tcp", addr)
@@ -34,7 +36,7 @@ func TestRealtimeSSEIdleMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = conn.Close() })
-		fmt.Fprintf(conn, "GET /v1/topics/idle/events?token=%s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", url.QueryEscape(key), addr)
+		fmt.Fprintf(conn, "GET /v1/topics/idle/events?token=%s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", url.QueryEscape(tok), addr)
 		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 		buf := make([]byte, 1024)
 		var got []byte

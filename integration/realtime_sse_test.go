@@ -285,7 +285,10 @@ func TestRealtimeSSEBadStarts(t *testing.T) {
 			t.Errorf("%s: streamed, want %d %s", tc.name, tc.status, tc.code)
 			continue
 		}
-		h.WantError(t, tc.name, r, tc.status, tc.code)
+		m := h.WantError(t, tc.name, r, tc.status, tc.code)
+		if e, _ := m["error"].(string); tc.name == "garbage cursor" && !strings.Contains(e, "<epoch>.<offset>-<offset>-...") {
+			t.Errorf("garbage cursor: error %q, want it to say what a position looks like", e)
+		}
 	}
 	_, r := openSSE(t, n.URL, key, "nope", nil, "")
 	h.WantError(t, "unknown topic", r, http.StatusNotFound, "topic_not_found")

@@ -13,7 +13,10 @@ import (
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 )
 
-const ctxPrincipal = "msgmesh.principal"
+const (
+	ctxPrincipal  = "msgmesh.principal"
+	ctxCredential = "msgmesh.credential"
+)
 
 // Authenticator turns a credential into a Principal.
 type Authenticator struct {
@@ -103,6 +106,14 @@ func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.
 			return
 		case header == "" && allowQueryToken != nil && allowQueryToken(c):
 			cred = c.Query("token")
+			// A URL ends up in access logs, proxies and browser history:
+			// only short-lived tokens go there, never a key (spec
+			// section 4: keys stay server side).
+			if q := strings.TrimSpace(cred); LooksLikeKey(q) || a.OperatorKey != "" && EqualSecret(q, a.OperatorKey) {
+				err := httpapi.Errorf(httpapi.CodeKeyInURL, "an API key may not be sent as ?token= (URLs end up in logs and browser history): send it in the Authorization header as a Bearer credential, or put a short-lived token (POST /v1/tokens) in the URL")
+				httpapi.Abort(c, nil, err)
+				return
+			}
 		}
 		p, err := a.Authenticate(cred)
 		if err != nil {
@@ -110,8 +121,18 @@ func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.
 			return
 		}
 		c.Set(ctxPrincipal, p)
+		c.Set(ctxCredential, strings.TrimSpace(cred))
 		c.Next()
 	}
+}
+
+// CredentialOf returns the credential Middleware authenticated (from the
+// Authorization header, whatever the scheme's case, or ?token=), for
+// handlers that re-check it later (long-lived streams).
+func CredentialOf(c *gin.Context) string {
+	s, _ := c.Get(ctxCredential)
+	cred, _ := s.(string)
+	return cred
 }
 
 // PrincipalOf returns the caller stored by Middleware.

@@ -83,6 +83,10 @@ type Topic struct {
 	// Epoch is the id of the event that created the topic: it changes when
 	// a topic is deleted and made again.
 	Epoch string `json:"epoch"`
+	// Recreated is true when a topic of this name was deleted before this
+	// one was made: its offsets restart at 0, so a message cursor that
+	// carries no epoch may be of the earlier topic.
+	Recreated bool `json:"-"`
 }
 
 type topicKey struct{ tenant, name string }
@@ -95,6 +99,8 @@ type State struct {
 	keys    map[string]*Key // by key id
 	byHash  map[string]*Key
 	topics  map[topicKey]*Topic
+	// deleted holds the names of topics deleted once (Topic.Recreated).
+	deleted map[topicKey]bool
 	signing []*SigningKey // in creation order
 	// webhooks by id (webhooks.go).
 	webhooks map[string]*Webhook
@@ -114,6 +120,7 @@ func NewStateWith(w Wrapper) *State {
 		keys:    map[string]*Key{},
 		byHash:  map[string]*Key{},
 		topics:  map[topicKey]*Topic{},
+		deleted: map[topicKey]bool{},
 	}
 }
 
@@ -244,7 +251,7 @@ func (s *State) Apply(ev Event) error {
 			return fmt.Errorf("%w: topic %q already exists", ErrConflict, d.Topic)
 		}
 		s.topics[k] = &Topic{Tenant: d.Tenant, Name: d.Topic, KafkaTopic: d.KafkaTopic,
-			Partitions: d.Partitions, CreatedAt: ev.At, Epoch: ev.ID}
+			Partitions: d.Partitions, CreatedAt: ev.At, Epoch: ev.ID, Recreated: s.deleted[k]}
 	case TypeTopicDeleted:
 		var d TopicDeletedData
 		if err := decode(ev, &d); err != nil {
@@ -255,6 +262,7 @@ func (s *State) Apply(ev Event) error {
 			return fmt.Errorf("%w: topic %q", ErrNotFound, d.Topic)
 		}
 		delete(s.topics, k)
+		s.deleted[k] = true
 	default:
 		if handled, err := s.applyWebhookLocked(ev); handled {
 			return err

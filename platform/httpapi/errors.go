@@ -29,6 +29,7 @@ var (
 	CodeInvalidCredential = Code{401, "invalid_credential", "The credential is unknown or malformed. Obtain a new one; do not retry."}
 	CodeCredentialRevoked = Code{401, "credential_revoked", "The key (or the key that minted this token) was revoked. Obtain a new credential; do not retry."}
 	CodeTokenExpired      = Code{401, "token_expired", "The token expired. Fetch a fresh token from your backend and retry once."}
+	CodeKeyInURL          = Code{401, "key_in_url", "An API key was sent in the URL (?token=), where it would end up in logs and browser history. Send keys as Authorization: Bearer; the URL takes only short-lived tokens (POST /v1/tokens)."}
 	CodeInvalidToken      = Code{401, "invalid_token", "The token is malformed, its signature does not verify, or its signing key was retired. Obtain a new one; do not retry."}
 	CodeForbidden         = Code{403, "forbidden", "The credential's role or capabilities do not allow this operation; the message names what was refused."}
 	CodeTenantSuspended   = Code{403, "tenant_suspended", "The tenant is suspended for billing. Topping up lifts the suspension automatically; back off and retry."}
@@ -58,7 +59,7 @@ var (
 // Catalog lists every code, for docs and the OpenAPI check.
 var Catalog = []Code{
 	CodeInvalidRequest, CodeRoomNotSupported, CodeUnauthenticated, CodeInvalidCredential,
-	CodeCredentialRevoked, CodeTokenExpired, CodeInvalidToken, CodeForbidden, CodeTenantSuspended, CodeNotFound, CodeTopicNotFound, CodeTenantNotFound,
+	CodeCredentialRevoked, CodeTokenExpired, CodeKeyInURL, CodeInvalidToken, CodeForbidden, CodeTenantSuspended, CodeNotFound, CodeTopicNotFound, CodeTenantNotFound,
 	CodeKeyNotFound, CodeConsumerNotFound, CodeMethodNotAllowed, CodeConflict, CodePayloadTooLarge,
 	CodeUnsupportedMedia, CodeValidation, CodeRateLimited, CodeQuotaExceeded, CodeTooManyConsumers, CodeInternal,
 	CodeKafkaUnavailable, CodeNotReady, CodeShuttingDown, CodeInvalidCursor, CodeTooManySubs,

@@ -39,7 +39,9 @@ func TestFramesSchema(t *testing.T) {
 		`{"type":"message","id":"s1","position":"e.-1-","message":{"cursor":"1-0","room":"r","data_base64":"AAE=","headers":{},"published_at":"2026-11-30T10:00:00.000Z"}}`,
 		`{"type":"resync","id":"s1","reason":"window_records","position":"e.5-5-5"}`,
 		`{"type":"unsubscribed","id":"s1"}`,
-		`{"type":"unsubscribed","id":"s1","reason":"topic_deleted"}`,
+		`{"type":"closed","id":"s1","topic":"orders","reason":"topic_deleted","error":"topic \"orders\" was deleted","position":"e.5-5-5"}`,
+		`{"type":"closed","reason":"shutdown","error":"the node is shutting down"}`,
+		`{"type":"subscribe","id":"s1","topic":"orders","cursor":"0-4","epoch":"3f9a1c0b7e2d4a51"}`,
 		`{"type":"error","id":"s1","code":"forbidden","error":"this credential may not subscribe"}`,
 		`{"type":"token-expiring","expires_at":"2026-11-30T10:00:00Z"}`,
 		`{"type":"refreshed","expires_at":"2026-11-30T10:00:00Z"}`,
@@ -51,6 +53,8 @@ func TestFramesSchema(t *testing.T) {
 		`{"type":"message","id":"s1","position":"nope","message":{}}`,
 		`{"type":"resync","id":"s1","reason":"because","position":"e.1"}`,
 		`{"type":"shout"}`,
+		`{"type":"closed","id":"s1","topic":"orders"}`,
+		`{"type":"unsubscribed","id":"s1","reason":"topic_deleted"}`,
 	}
 	for _, f := range valid {
 		v, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(f)))

@@ -45,6 +45,10 @@ type hub struct {
 	// topic made again under the same name carry another id and are never
 	// served under this epoch. Under mu.
 	topicID [16]byte
+	// misplacedLogged is when misplacedLocked last logged, misplaced how
+	// many it counted since. Under mu.
+	misplacedLogged time.Time
+	misplaced       int
 }
 
 // item is one record as the hub hands it out, its message JSON encoded
@@ -221,8 +225,12 @@ func (h *hub) dispatch(fs kgo.Fetches) {
 			return
 		}
 		var it *item
+		misplaced := false
 		for l := range h.subs {
 			if !l.wants(r) {
+				if l.room != nil && l.part != r.Partition && string(r.Key) == string(l.room) {
+					misplaced = true
+				}
 				continue
 			}
 			if it == nil {
@@ -234,7 +242,47 @@ func (h *hub) dispatch(fs kgo.Fetches) {
 				h.dropLocked(l, errLagged)
 			}
 		}
+		if misplaced {
+			h.misplacedLocked(r)
+		}
 	})
+}
+
+// misplacedLogEvery rate-limits the warning about misplaced room records
+// (one per hub and interval; the metric counts every one).
+var misplacedLogEvery = time.Minute
+
+// misplacedLocked counts (and now and then logs) a record keyed with a
+// subscribed room but stored on another partition than the room's: it was
+// produced with another partitioner than murmur2 (kcat's default is
+// librdkafka's consistent_random), and room subscriptions, which read the
+// room's partition only, never receive it. h.mu must be held.
+func (h *hub) misplacedLocked(r *kgo.Record) {
+	h.s.metrics.misplaced.Inc()
+	h.misplaced++
+	if now := time.Now(); now.Sub(h.misplacedLogged) >= misplacedLogEvery {
+		h.s.log.Warn("realtime: a record keyed with a subscribed room is on another partition than the room's; room subscriptions do not receive it (produce with the murmur2 partitioner, e.g. kcat -X topic.partitioner=murmur2_random)",
+			"topic", h.topic, "room", string(r.Key), "partition", r.Partition, "offset", r.Offset,
+			"room_partition", roomPartition(r.Key, h.parts), "misplaced_since_last_log", h.misplaced)
+		h.misplacedLogged, h.misplaced = now, 0
+	}
+}
+
+// advance moves next (a live subscriber's position) to the hub's front
+// when l has taken everything the hub handed it: records of other rooms,
+// and control records, move a position without a message. Called from
+// the subscriber's goroutine, the only reader of l.ch.
+func (h *hub) advance(l *liveSub, next []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[l]; !ok || len(l.ch) > 0 {
+		return
+	}
+	for p, o := range next {
+		if o >= 0 && p < len(h.front) && h.front[p] > o {
+			next[p] = h.front[p]
+		}
+	}
 }
 
 // subscribe joins the live feed and returns the hub's position at that

@@ -131,6 +131,11 @@ type Start struct {
 	// Cursors, when set, resume the named partitions after each message
 	// cursor (the last message seen); other partitions start live.
 	Cursors []cursor.Cursor
+	// Epoch, optional with Cursors, is the topic's epoch the cursors
+	// belong to (GET /v1/topics/{topic} "epoch", or the part before the
+	// "." of any position): cursors of another epoch resync. Without it,
+	// cursors on a topic that was deleted and made again resync too.
+	Epoch string
 }
 
 // ParseStart reads a subscription's start: lastEventID (an SSE reconnect)
@@ -166,7 +171,7 @@ func ParseStart(lastEventID, cur, from string) (Start, error) {
 	for _, x := range strings.Split(s, ",") {
 		c, err := cursor.Parse(strings.TrimSpace(x))
 		if err != nil {
-			return Start{}, err
+			return Start{}, fmt.Errorf("%w %.80q: want a position <epoch>.<offset>-<offset>-... (an event id) or message cursors <partition>-<offset>[,...]", cursor.ErrMalformed, s)
 		}
 		if seen[c.Partition] {
 			return Start{}, fmt.Errorf("%w %.80q: partition %d named twice", cursor.ErrMalformed, s, c.Partition)
@@ -175,4 +180,17 @@ func ParseStart(lastEventID, cur, from string) (Start, error) {
 		st.Cursors = append(st.Cursors, c)
 	}
 	return st, nil
+}
+
+// ParseEpoch checks an epoch given beside message cursors (?epoch=, the
+// WebSocket subscribe "epoch"): a topic's epoch or the part of a position
+// before its ".". Empty is no epoch.
+func ParseEpoch(e string) (string, error) {
+	if e == "" {
+		return "", nil
+	}
+	if len(e) > 64 || !idChars(e) {
+		return "", fmt.Errorf("%w: epoch %.80q: want the topic's epoch (GET /v1/topics/{topic}) or the part of a position before its \".\"", cursor.ErrMalformed, e)
+	}
+	return e, nil
 }

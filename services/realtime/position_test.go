@@ -1,6 +1,7 @@
 package realtime
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -56,5 +57,31 @@ func TestAppendDataSplitsLines(t *testing.T) {
 	got := string(appendData(nil, []byte("{\r\n \"a\": 1\n}")))
 	if want := "data: {\ndata:  \"a\": 1\ndata: }\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// A start that is neither a position nor message cursors says what an SSE
+// id or cursor looks like (positions, not only <partition>-<offset>).
+func TestParseStartErrorNamesPositions(t *testing.T) {
+	_, err := ParseStart("", "garbage", "")
+	if err == nil || !strings.Contains(err.Error(), "<epoch>.<offset>-<offset>-...") || !strings.Contains(err.Error(), "<partition>-<offset>") {
+		t.Fatalf("error %v, want it to name both the position and the message cursor forms", err)
+	}
+	for _, e := range []string{"", "3f9a1c0b7e2d4a51", "e_1"} {
+		if _, err := ParseEpoch(e); err != nil {
+			t.Errorf("epoch %q: %v", e, err)
+		}
+	}
+	for _, e := range []string{"a.b", "a/b", strings.Repeat("a", 65)} {
+		if _, err := ParseEpoch(e); err == nil {
+			t.Errorf("epoch %q accepted", e)
+		}
+	}
+}
+
+// closedData is plain JSON: no HTML escapes of <...> or quotes lost.
+func TestClosedData(t *testing.T) {
+	if got, want := string(closedData(ReasonTopicDeleted, `topic "a<b>" was deleted`)), `{"reason":"topic_deleted","error":"topic \"a<b>\" was deleted"}`; got != want {
+		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -12,7 +12,10 @@
 // partition exactly on any node. When a position cannot be served within
 // the replay window (records and age, and Kafka's retention), the stream
 // says msgmesh-resync and continues live: never a silent partial backfill
-// (spec sections 2, 3 and 5).
+// (spec sections 2, 3 and 5). Every SSE stream starts with an id-only
+// event carrying its position; a stream the server ends on purpose (topic
+// deleted, token expired, credential revoked, shutdown) says why first:
+// msgmesh-closed on SSE, a closed frame on WebSocket.
 package realtime
 
 import (
@@ -103,6 +106,8 @@ type metrics struct {
 	slow        *prometheus.CounterVec
 	hubs        prometheus.Gauge
 	catchup     prometheus.Counter
+	closed      *prometheus.CounterVec
+	misplaced   prometheus.Counter
 }
 
 // New makes a Service; it starts hubs on demand.
@@ -142,11 +147,13 @@ func New(cfg Config) (*Service, error) {
 			slow:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_realtime_slow_consumers_total", Help: "Subscribers too slow for the live feed: caught up from Kafka (catchup) or disconnected (disconnect); catchup_busy: a catch-up found no free Kafka reader slot in time and its stream ended resumably."}, []string{"action"}),
 			hubs:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgmesh_realtime_hubs", Help: "Topics with a live Kafka reader on this process."}),
 			catchup:     prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_realtime_catchup_messages_total", Help: "Messages delivered from Kafka directly (resume backfill and slow-subscriber catch-up)."}),
+			closed:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_realtime_closed_total", Help: "SSE streams, WebSocket subscriptions and connections the server ended on purpose (msgmesh-closed events and closed frames), by reason."}, []string{"transport", "reason"}),
+			misplaced:   prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_realtime_room_misplaced_records_total", Help: "Records keyed with a subscribed room but stored on another partition than the room's (produced with another partitioner than murmur2, e.g. kcat's default): room subscriptions do not receive them."}),
 		},
 	}
 	if cfg.Registerer != nil {
 		m := s.metrics
-		for _, c := range []prometheus.Collector{m.subscribers, m.sent, m.resyncs, m.slow, m.hubs, m.catchup} {
+		for _, c := range []prometheus.Collector{m.subscribers, m.sent, m.resyncs, m.slow, m.hubs, m.catchup, m.closed, m.misplaced} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				cl.Close()
 				cancel()
@@ -194,8 +201,8 @@ func (s *Service) topicOf(kafkaTopic string) (controlstate.Topic, bool) {
 	return controlstate.Topic{}, false
 }
 
-// Shutdown ends every stream: SSE responses finish, WebSockets close with
-// 1001. Register it with http.Server.RegisterOnShutdown so that graceful
+// Shutdown ends every stream: SSE responses finish after msgmesh-closed
+// shutdown, WebSockets send closed shutdown and close with 1001. Register it with http.Server.RegisterOnShutdown so that graceful
 // shutdown does not wait for streams that never end by themselves.
 func (s *Service) Shutdown() {
 	s.hubsMu.Lock()

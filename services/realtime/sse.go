@@ -3,7 +3,9 @@ package realtime
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	protows "github.com/msgmesh/msgmesh/proto/ws"
 )
 
 // EventResync is the SSE event type that says "I cannot guarantee
@@ -42,32 +45,37 @@ func (s *Service) subscribeTarget(p auth.Principal, name string, room *string) (
 	return t, nil
 }
 
-// credential is the raw credential of the request (for re-checks).
-func credential(c *gin.Context) string {
-	if cred, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok {
-		return cred
-	}
-	return c.Query("token")
-}
-
 // sse serves GET /v1/topics/{topic}/events.
 //
 // Start: Last-Event-ID (a reconnect) wins over ?cursor= (a position id, or
-// comma-separated message cursors), which wins over ?from=latest|earliest
-// (latest by default). Every error is answered before streaming starts.
-// Events:
+// comma-separated message cursors, with ?epoch= to tell the topic's
+// incarnation), which wins over ?from=latest|earliest (latest by default).
+// Every error is answered before streaming starts. Events:
 //
 //	retry: <ms>
+//	id: <position>                       (id only: the starting position)
+//
 //	id: <position>
-//	data: {"cursor":"p-o","room":...,"data":...,"headers":{...},"published_at":"..."}
+//	data: {"cursor":"p-o","room":...,"data":...,"headers":[...],"published_at":"..."}
 //
 //	event: msgmesh-resync
 //	id: <position>
 //	data: {"reason":"window_records","position":"<position>"}
 //
-// plus ": heartbeat" comments. The stream ends at the token's expiry, when
-// the credential is revoked, the topic deleted or the node shuts down; the
-// client reconnects with Last-Event-ID.
+//	event: msgmesh-closed
+//	id: <position>
+//	data: {"reason":"topic_deleted","error":"..."}
+//
+// plus ": heartbeat" comments. The first event is id-only (no data: a
+// browser records the id without dispatching anything), so that a stream
+// cut before its first message still resumes exactly; an id-only event
+// replaces a heartbeat whenever the position moved without a message (a
+// room stream past other rooms' records). Before the server ends a stream
+// on purpose it sends msgmesh-closed: topic_deleted (terminal), shutdown
+// (reconnect, to any node), token_expired (reconnect with a fresh token),
+// credential_revoked / tenant_suspended / invalid_token (the credential
+// no longer works), catchup_busy (reconnect with backoff); its id is the
+// position to resume from.
 func (s *Service) sse(c *gin.Context) {
 	p := auth.PrincipalOf(c)
 	var room *string
@@ -80,6 +88,9 @@ func (s *Service) sse(c *gin.Context) {
 		return
 	}
 	start, err := ParseStart(c.GetHeader("Last-Event-ID"), c.Query("cursor"), c.Query("from"))
+	if err == nil {
+		start.Epoch, err = ParseEpoch(c.Query("epoch"))
+	}
 	if err != nil {
 		code := httpapi.CodeInvalidCursor
 		if strings.HasPrefix(err.Error(), "from ") {
@@ -88,9 +99,9 @@ func (s *Service) sse(c *gin.Context) {
 		httpapi.Abort(c, s.log, httpapi.Errorf(code, "%v", err))
 		return
 	}
-	ctx, cancel := context.WithCancel(c.Request.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
+	ctx, cancel := context.WithCancelCause(c.Request.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(s.ctx, func() { cancel(errShutdown) })
 	defer stop()
 	st, err := s.open(ctx, t, room, start)
 	if err != nil {
@@ -113,25 +124,46 @@ func (s *Service) sse(c *gin.Context) {
 
 	// Everything is written from this goroutine (events, heartbeats): no
 	// write can outlive the handler, whose writer gin reuses afterwards.
+	// The headers, the retry hint and the first event (the id-only start,
+	// or a resync) leave in one write, so a client that sees the stream
+	// open holds its position.
 	var buf []byte
+	preamble := []byte("retry: " + strconv.FormatInt(s.cfg.RetryHint.Milliseconds(), 10) + "\n: msgmesh\n\n")
+	writeFailed := false
+	var lastID []byte // the id the client holds
 	write := func(b []byte) error {
+		if preamble != nil {
+			b = append(preamble, b...)
+			preamble = nil
+		}
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if _, err := w.Write(b); err != nil {
+			writeFailed = true
 			return err
 		}
-		return rc.Flush()
+		if err := rc.Flush(); err != nil {
+			writeFailed = true
+			return err
+		}
+		return nil
 	}
-	if err := write([]byte("retry: " + strconv.FormatInt(s.cfg.RetryHint.Milliseconds(), 10) + "\n: msgmesh\n\n")); err != nil {
-		return
+	// writeID sends an id-only event when the client's id is not pos.
+	writeID := func(pos Position) error {
+		buf = pos.Append(append(buf[:0], "id: "...))
+		if id := buf[4:]; !bytes.Equal(id, lastID) {
+			lastID = append(lastID[:0], id...)
+			return write(append(buf, "\n\n"...))
+		}
+		return nil
 	}
 	// Heartbeats, from the stream's goroutine; and the credential is
-	// re-checked (a revoked key or an expired token ends the stream: the
-	// reconnect gets its 401).
-	cred := credential(c)
+	// re-checked (a revoked key or an expired token ends the stream with
+	// msgmesh-closed: the reconnect gets its 401).
+	cred := auth.CredentialOf(c)
 	tick := time.NewTicker(s.cfg.Heartbeat)
 	defer tick.Stop()
 	if !p.ExpiresAt.IsZero() {
-		expiry := time.AfterFunc(p.ExpiresAt.Sub(s.now()), cancel)
+		expiry := time.AfterFunc(p.ExpiresAt.Sub(s.now()), func() { cancel(errTokenExpired) })
 		defer expiry.Stop()
 	}
 	st.beat = tick.C
@@ -139,14 +171,20 @@ func (s *Service) sse(c *gin.Context) {
 		if _, err := s.authenticate(cred); err != nil {
 			return err
 		}
+		if pos := st.position(); !bytes.Equal(pos.Append(buf[:0]), lastID) {
+			return writeID(pos)
+		}
 		return write(heartbeat)
 	}
 	sent, slow := s.metrics.sent.WithLabelValues("sse"), s.metrics.slow.WithLabelValues("disconnect")
 	emit := func(ev event) error {
 		buf = buf[:0]
+		var idAt, idEnd int
 		if ev.resync != "" {
 			buf = append(buf, "event: "+EventResync+"\nid: "...)
+			idAt = len(buf)
 			buf = ev.pos.Append(buf)
+			idEnd = len(buf)
 			buf = append(buf, `
 data: {"reason":"`...)
 			buf = append(buf, ev.resync...)
@@ -155,11 +193,14 @@ data: {"reason":"`...)
 			buf = append(buf, "\"}\n\n"...)
 		} else {
 			buf = append(buf, "id: "...)
+			idAt = len(buf)
 			buf = ev.pos.Append(buf)
+			idEnd = len(buf)
 			buf = append(buf, '\n')
 			buf = appendData(buf, ev.msg)
 			buf = append(buf, '\n')
 		}
+		lastID = append(lastID[:0], buf[idAt:idEnd]...)
 		if err := write(buf); err != nil {
 			slow.Inc()
 			return err
@@ -169,10 +210,83 @@ data: {"reason":"`...)
 		}
 		return nil
 	}
-	err = st.run(ctx, emit, nil)
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errShutdown) && !errors.Is(err, errTopicDeleted) {
-		s.log.Debug("realtime: sse stream ended", "topic", t.Name, "err", err)
+	err = st.run(ctx, emit, writeID)
+	if writeFailed || c.Request.Context().Err() != nil {
+		return // the client is gone: nothing to tell
 	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	reason, text := closeReason(err, t.Name)
+	if reason == "" {
+		s.log.Debug("realtime: sse stream ended", "topic", t.Name, "err", err)
+		return
+	}
+	s.metrics.closed.WithLabelValues("sse", reason).Inc()
+	buf = append(buf[:0], "event: "+EventClosed+"\nid: "...)
+	buf = st.position().Append(buf)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, closedData(reason, text)...)
+	_ = write(append(buf, "\n\n"...))
+}
+
+// EventClosed is the SSE event type sent before the server ends a stream
+// on purpose; its data is {"reason": "<code>", "error": "<text>"} and its
+// id the position to resume from.
+const EventClosed = "msgmesh-closed"
+
+// Closing reasons of msgmesh-closed events and closed frames.
+const (
+	// ReasonTopicDeleted: the topic was deleted; terminal (a reconnect
+	// gets 404 topic_not_found, or a resync if it was made again).
+	ReasonTopicDeleted = protows.ReasonTopicDeleted
+	// ReasonShutdown: the node is shutting down; reconnect with backoff
+	// (to any node) from the position.
+	ReasonShutdown = protows.ReasonShutdown
+	// ReasonTokenExpired: the token expired; reconnect with a fresh token
+	// from the position.
+	ReasonTokenExpired = protows.ReasonTokenExpired
+	// ReasonCatchupBusy: every catch-up reader of the node stayed busy;
+	// reconnect with backoff from the position.
+	ReasonCatchupBusy = protows.ReasonCatchupBusy
+)
+
+// errTokenExpired: the stream's token reached its expiry.
+var errTokenExpired = errors.New("the token expired")
+
+// closeReason names why a stream ended when the server ended it on
+// purpose ("" otherwise: the client went away, a write failed).
+func closeReason(err error, topic string) (reason, text string) {
+	var ae *httpapi.Error
+	switch {
+	case err == nil:
+		return "", ""
+	case errors.Is(err, errTopicDeleted):
+		return ReasonTopicDeleted, fmt.Sprintf("topic %q was deleted", topic)
+	case errors.Is(err, errShutdown):
+		return ReasonShutdown, "the node is shutting down; reconnect (to any node) from this position"
+	case errors.Is(err, errTokenExpired):
+		return ReasonTokenExpired, "the token expired; reconnect with a fresh token from this position"
+	case errors.Is(err, errCatchupBusy):
+		return ReasonCatchupBusy, err.Error()
+	case errors.As(err, &ae):
+		// The credential re-check failed: token_expired, credential_revoked,
+		// tenant_suspended, invalid_token...
+		return ae.Code.Code, ae.Message
+	}
+	return "", ""
+}
+
+// closedData is the JSON of a msgmesh-closed event (no HTML escaping).
+func closedData(reason, text string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(struct {
+		Reason string `json:"reason"`
+		Error  string `json:"error"`
+	}{reason, text})
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 var heartbeat = []byte(": heartbeat\n\n")

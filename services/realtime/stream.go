@@ -143,6 +143,20 @@ func (st *stream) resolve(ctx context.Context, start Start) error {
 			}
 		}
 	case len(start.Cursors) > 0:
+		// Message cursors carry no epoch, and a topic deleted and made
+		// again restarts its offsets at 0: "0-4" may be a message of the
+		// earlier topic. With ?epoch= (the topic's epoch, as in every
+		// position id) the stream knows; without it, on a topic that was
+		// made again, it cannot, and says so rather than stream the new
+		// topic's data as if it followed.
+		switch {
+		case start.Epoch != "" && shortEpoch(start.Epoch) != st.epoch:
+			st.resync = ReasonEpoch
+			return nil
+		case start.Epoch == "" && st.topic.Recreated:
+			st.resync = ReasonEpoch
+			return nil
+		}
 		for _, c := range start.Cursors {
 			if c.Partition >= int32(n) {
 				return httpapi.Errorf(httpapi.CodeInvalidCursor, "cursor %s names partition %d but topic %q has partitions 0-%d", c, c.Partition, st.topic.Name, n-1)
@@ -327,6 +341,7 @@ func (st *stream) live(ctx context.Context, l *liveSub, emit func(event) error) 
 				return err
 			}
 		case <-st.beat:
+			st.hub.advance(l, st.next)
 			if err := st.onBeat(); err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package realtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,28 +14,38 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/websocket"
+	"golang.org/x/time/rate"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	protows "github.com/msgmesh/msgmesh/proto/ws"
 )
 
 // WebSocket close codes (proto/ws/frames.schema.json documents them).
 const (
 	// CloseShutdown: the node is shutting down; reconnect (to any node)
 	// and resubscribe with each subscription's last position.
-	CloseShutdown = websocket.CloseGoingAway // 1001
+	CloseShutdown = protows.CloseShutdown // 1001
 	// CloseBadFrame: a frame was not JSON text; fix the client.
-	CloseBadFrame = 4000
+	CloseBadFrame = protows.CloseBadFrame
 	// CloseAuthExpired: the token expired without a refresh; fetch a new
 	// token, reconnect and resubscribe from the last positions.
-	CloseAuthExpired = 4001
+	CloseAuthExpired = protows.CloseAuthExpired
 	// CloseAuthRevoked: the credential was revoked or the tenant
 	// suspended; obtain a new credential.
-	CloseAuthRevoked = 4003
+	CloseAuthRevoked = protows.CloseAuthRevoked
 	// CloseSlowConsumer: the client did not read for
 	// realtime.write_timeout; reconnect and resume from the last positions.
-	CloseSlowConsumer = 4008
+	CloseSlowConsumer = protows.CloseSlowConsumer
+)
+
+// Client frames are read at most wsFrameRate a second after a burst of
+// wsFrameBurst: a faster client is read more slowly (TCP backpressure),
+// never disconnected, and its frames never take room from deliveries.
+const (
+	wsFrameRate  = 100
+	wsFrameBurst = 500
 )
 
 // clientFrame is any frame a client sends.
@@ -46,6 +57,7 @@ type clientFrame struct {
 	Cursor string  `json:"cursor"`
 	From   string  `json:"from"`
 	Token  string  `json:"token"`
+	Epoch  string  `json:"epoch"`
 }
 
 // wsConn is one WebSocket connection: several subscriptions, each with its
@@ -74,7 +86,9 @@ type wsConn struct {
 	closeOnce sync.Once
 	closeCode int
 	closeText string
-	wg        sync.WaitGroup
+	// closeReason, if set, is sent in a closed frame before the close.
+	closeReason, closeError string
+	wg                      sync.WaitGroup
 }
 
 type wsSub struct {
@@ -115,7 +129,7 @@ func (s *Service) ws(c *gin.Context) {
 	s.conns.Add(1)
 	defer s.conns.Done()
 	ctx, stop := context.WithCancel(s.ctx)
-	wc := &wsConn{s: s, conn: conn, ctx: ctx, stop: stop, principal: auth.PrincipalOf(c), cred: credential(c),
+	wc := &wsConn{s: s, conn: conn, ctx: ctx, stop: stop, principal: auth.PrincipalOf(c), cred: auth.CredentialOf(c),
 		subs: map[string]*wsSub{}, authMoved: make(chan struct{}, 1),
 		ctrl: make(chan []byte, 64), notify: make(chan struct{}, 1), catchups: make(chan struct{}, wsConnCatchups)}
 	wc.serve()
@@ -142,17 +156,21 @@ func (wc *wsConn) serve() {
 	wc.conn.SetPongHandler(func(string) error { return wc.conn.SetReadDeadline(time.Now().Add(wait)) })
 	wc.wg.Add(1)
 	go wc.writer()
+	frames := rate.NewLimiter(wsFrameRate, wsFrameBurst)
 	for {
 		mt, data, err := wc.conn.ReadMessage()
 		if err != nil {
-			wc.closeWith(websocket.CloseNormalClosure, "")
+			wc.closeWith(websocket.CloseNormalClosure, "", "", "")
+			break
+		}
+		if mt != websocket.TextMessage {
+			wc.closeWith(CloseBadFrame, "frames are JSON text", protows.ReasonInvalidFrame, "frames are JSON text")
+			break
+		}
+		if frames.Wait(wc.ctx) != nil {
 			break
 		}
 		_ = wc.conn.SetReadDeadline(time.Now().Add(wait))
-		if mt != websocket.TextMessage {
-			wc.closeWith(CloseBadFrame, "frames are JSON text")
-			break
-		}
 		var f clientFrame
 		if err := json.Unmarshal(data, &f); err != nil {
 			wc.sendError("", httpapi.CodeInvalidRequest, "frame is not a JSON object: "+err.Error())
@@ -184,7 +202,7 @@ func (wc *wsConn) handle(f clientFrame) {
 			wc.sendError(f.ID, httpapi.CodeInvalidRequest, "no subscription with this id")
 			return
 		}
-		wc.endSub(sub, "unsubscribed", "")
+		wc.endSub(sub)
 	case "refresh":
 		wc.refresh(f.Token)
 	default:
@@ -217,6 +235,9 @@ func (wc *wsConn) subscribe(f clientFrame) {
 		return
 	}
 	start, err := ParseStart("", f.Cursor, f.From)
+	if err == nil {
+		start.Epoch, err = ParseEpoch(f.Epoch)
+	}
 	if err != nil {
 		code := httpapi.CodeInvalidCursor
 		if strings.HasPrefix(err.Error(), "from ") {
@@ -270,11 +291,17 @@ func (wc *wsConn) subscribe(f clientFrame) {
 		}
 		err = st.run(ctx, emit, joined)
 		switch {
-		case errors.Is(err, errTopicDeleted):
-			wc.endSub(sub, "unsubscribed", "topic_deleted")
 		case errors.Is(err, errShutdown), errors.Is(err, context.Canceled):
+			// The connection ends (closed frame, 1001) or the client
+			// unsubscribed.
 		default:
-			wc.endSub(sub, "unsubscribed", "error")
+			reason, text := closeReason(err, t.Name)
+			if reason == "" {
+				reason, text = protows.ReasonError, "the subscription failed; subscribe again from its last position"
+				s.log.Debug("realtime: websocket subscription ended", "topic", t.Name, "err", err)
+			}
+			pos := st.position()
+			wc.closeSub(sub, reason, text, &pos)
 		}
 	}()
 }
@@ -319,17 +346,30 @@ func (wc *wsConn) removeSub(sub *wsSub) bool {
 	return true
 }
 
-// endSub stops a subscription and tells the client (type "unsubscribed",
-// with reason when the server ended it).
-func (wc *wsConn) endSub(sub *wsSub, typ, reason string) {
+// endSub stops a subscription the client unsubscribed (answered by
+// unsubscribed).
+func (wc *wsConn) endSub(sub *wsSub) {
 	sub.cancel()
 	if !wc.removeSub(sub) {
 		return
 	}
-	m := map[string]any{"type": typ, "id": sub.id}
-	if reason != "" {
-		m["reason"] = reason
+	wc.control(map[string]any{"type": "unsubscribed", "id": sub.id})
+}
+
+// closeSub ends a subscription on the server's side and tells the client
+// why: a closed frame with the subscription's id, topic, reason
+// (topic_deleted, forbidden, catchup_busy, error...), error text and, when
+// known, the position to resubscribe from.
+func (wc *wsConn) closeSub(sub *wsSub, reason, text string, pos *Position) {
+	sub.cancel()
+	if !wc.removeSub(sub) {
+		return
 	}
+	m := map[string]any{"type": protows.TypeClosed, "id": sub.id, "topic": sub.topic, "reason": reason, "error": text}
+	if pos != nil {
+		m["position"] = pos.String()
+	}
+	wc.s.metrics.closed.WithLabelValues("ws", reason).Inc()
 	wc.control(m)
 }
 
@@ -360,7 +400,7 @@ func (wc *wsConn) refresh(tok string) {
 	}
 	wc.mu.Unlock()
 	for _, sub := range lost {
-		wc.endSub(sub, "unsubscribed", "forbidden")
+		wc.closeSub(sub, protows.ReasonForbidden, "the refreshed credential may not subscribe to this topic or room", nil)
 	}
 	m := map[string]any{"type": "refreshed"}
 	if !p.ExpiresAt.IsZero() {
@@ -389,34 +429,46 @@ func (wc *wsConn) sendError(id string, code httpapi.Code, msg string) {
 	wc.control(m)
 }
 
-// control queues a control frame; a client that lets 64 of them pile up
-// is too slow and is disconnected.
+// control queues a control frame, waiting for room in the queue: the
+// writer drains it first, and a client that does not read is closed by the
+// writer's timeout (4008), which ends the wait. Never called from the
+// writer.
 func (wc *wsConn) control(m map[string]any) {
-	b, _ := json.Marshal(m)
+	b := marshalFrame(m)
 	select {
 	case wc.ctrl <- b:
 		select {
 		case wc.notify <- struct{}{}:
 		default:
 		}
-	default:
-		wc.closeSlow()
+	case <-wc.ctx.Done():
 	}
+}
+
+// marshalFrame is m's JSON without HTML escaping (texts quote <...>).
+func marshalFrame(m map[string]any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(m)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // closeSlow ends a connection whose client does not read (counted once).
 func (wc *wsConn) closeSlow() {
-	if wc.closeWith(CloseSlowConsumer, "slow consumer") {
+	if wc.closeWith(CloseSlowConsumer, "slow consumer", "", "") {
 		wc.s.metrics.slow.WithLabelValues("disconnect").Inc()
 	}
 }
 
 // closeWith ends the connection with code (the first reason wins: it
-// reports whether this one did).
-func (wc *wsConn) closeWith(code int, text string) (first bool) {
+// reports whether this one did); a reason is first sent in a closed frame
+// {"type":"closed","reason":...,"error":...}.
+func (wc *wsConn) closeWith(code int, text, reason, errText string) (first bool) {
 	wc.closeOnce.Do(func() {
 		first = true
 		wc.closeCode, wc.closeText = code, text
+		wc.closeReason, wc.closeError = reason, errText
 		wc.stop()
 	})
 	return first
@@ -438,7 +490,7 @@ func (wc *wsConn) writer() {
 			if ne, ok := err.(interface{ Timeout() bool }); ok && ne.Timeout() {
 				wc.closeSlow()
 			} else {
-				wc.closeWith(websocket.CloseAbnormalClosure, "")
+				wc.closeWith(websocket.CloseAbnormalClosure, "", "", "")
 			}
 			return false
 		}
@@ -447,9 +499,15 @@ func (wc *wsConn) writer() {
 	for {
 		select {
 		case <-wc.ctx.Done():
-			wc.closeWith(CloseShutdown, "server shutting down") // unless another reason came first
+			// Unless another reason came first.
+			wc.closeWith(CloseShutdown, "server shutting down", ReasonShutdown, "the node is shutting down; reconnect (to any node) and resubscribe from each subscription's last position")
 			code, text := wc.closeCode, wc.closeText
 			if code != websocket.CloseAbnormalClosure {
+				if wc.closeReason != "" {
+					s.metrics.closed.WithLabelValues("ws", wc.closeReason).Inc()
+					_ = wc.conn.SetWriteDeadline(time.Now().Add(time.Second))
+					_ = wc.conn.WriteMessage(websocket.TextMessage, marshalFrame(map[string]any{"type": protows.TypeClosed, "reason": wc.closeReason, "error": wc.closeError}))
+				}
 				_ = wc.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
 			}
 			// Unblock the reader.
@@ -459,9 +517,9 @@ func (wc *wsConn) writer() {
 			if _, err := s.authenticate(wc.currentCred()); err != nil {
 				e := httpapi.AsError(err)
 				if e.Code == httpapi.CodeTokenExpired {
-					wc.closeWith(CloseAuthExpired, "token expired")
+					wc.closeWith(CloseAuthExpired, "token expired", ReasonTokenExpired, "the token expired; reconnect with a fresh token and resubscribe from the last positions")
 				} else {
-					wc.closeWith(CloseAuthRevoked, e.Code.Code)
+					wc.closeWith(CloseAuthRevoked, e.Code.Code, e.Code.Code, e.Message)
 				}
 				continue
 			}
@@ -470,9 +528,12 @@ func (wc *wsConn) writer() {
 			wc.mu.Lock()
 			exp := wc.principal.ExpiresAt
 			wc.mu.Unlock()
-			wc.control(map[string]any{"type": "token-expiring", "expires_at": exp.UTC().Format(time.RFC3339)})
+			// Written here: the writer never waits on its own queue.
+			if !write(marshalFrame(map[string]any{"type": "token-expiring", "expires_at": exp.UTC().Format(time.RFC3339)})) {
+				continue
+			}
 		case <-expired.C:
-			wc.closeWith(CloseAuthExpired, "token expired")
+			wc.closeWith(CloseAuthExpired, "token expired", ReasonTokenExpired, "the token expired; reconnect with a fresh token and resubscribe from the last positions")
 		case <-wc.authMoved:
 			expiring.Stop()
 			expired.Stop()
