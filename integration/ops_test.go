@@ -1,9 +1,15 @@
 package integration
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	h "github.com/msgmesh/msgmesh/integration/harness"
 )
@@ -74,5 +80,108 @@ func TestErrorTextsSayWhatHappened(t *testing.T) {
 	r = h.Do(t, n.URL, "GET", "/v1/topics/chat/events?cursor=garbage", c.AdminKey, nil)
 	if r.Status != 400 || strings.Contains(string(r.Body), `\u003c`) || !strings.Contains(string(r.Body), "<") {
 		t.Errorf("bad cursor: %d %s, want <...> unescaped", r.Status, r.Body)
+	}
+}
+
+// Issue 18 item 9: msgmesh genkey, keys create|list|revoke and token,
+// against a real msgmesh process.
+func TestOperatorCLI(t *testing.T) {
+	c := h.NewCluster(t)
+	code, out := h.RunBinary(t, h.CleanEnv(), "genkey")
+	gen := strings.TrimSpace(out)
+	if code != 0 || !regexp.MustCompile(`^mm_[A-Za-z0-9_-]{43}$`).MatchString(gen) {
+		t.Fatalf("genkey: exit %d, %q", code, out)
+	}
+	// The generated key is what the server takes as its bootstrap admin key.
+	c.AdminKey = gen
+	addr := h.FreeAddr(t)
+	p := h.StartProcess(t, addr, c.EnvFor(addr))
+	h.Must(t, p.URL, "POST", "/v1/topics", gen, map[string]any{"name": "orders"}, 201)
+
+	cli := func(key string, args ...string) (int, string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(h.Binary(t), args...)
+		cmd.Env = h.CleanEnv("MSGMESH_URL="+p.URL, "MSGMESH_KEY="+key)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+	}
+
+	code, stdout, stderr := cli(gen, "keys", "create", "--name", "shop", "--role", "producer")
+	prod := strings.TrimSpace(stdout)
+	if code != 0 || !strings.HasPrefix(prod, "mm_") || !strings.Contains(stderr, "shown once") {
+		t.Fatalf("keys create: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	h.Must(t, p.URL, "POST", "/v1/topics/orders/messages", prod, map[string]any{"data": 1}, 200)
+	h.Must(t, p.URL, "POST", "/v1/topics", prod, map[string]any{"name": "nope"}, 403)
+
+	code, stdout, stderr = cli(gen, "keys", "create", "--name", "eu-only", "--capabilities", `[{"ops":["publish"],"topics":["orders"],"rooms":["eu"]}]`)
+	eu := strings.TrimSpace(stdout)
+	if code != 0 || !strings.HasPrefix(eu, "mm_") {
+		t.Fatalf("keys create --capabilities: exit %d %q %q", code, stdout, stderr)
+	}
+	h.Must(t, p.URL, "POST", "/v1/topics/orders/messages", eu, map[string]any{"data": 1, "room": "eu"}, 200)
+	h.Must(t, p.URL, "POST", "/v1/topics/orders/messages", eu, map[string]any{"data": 1, "room": "us"}, 403)
+
+	// A key without keys.manage is refused with the API's own words.
+	code, _, stderr = cli(prod, "keys", "create", "--name", "x", "--role", "admin")
+	if code != 1 || !strings.Contains(stderr, "403 forbidden") {
+		t.Fatalf("keys create with a producer key: exit %d stderr %q", code, stderr)
+	}
+
+	code, stdout, stderr = cli(gen, "keys", "list")
+	if code != 0 || !strings.Contains(stdout, `"shop"`) || strings.Contains(stdout, prod) {
+		t.Fatalf("keys list: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	var listed struct {
+		Keys []struct{ ID, Name string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &listed); err != nil {
+		t.Fatal(err)
+	}
+	var shopID string
+	for _, k := range listed.Keys {
+		if k.Name == "shop" {
+			shopID = k.ID
+		}
+	}
+
+	code, stdout, stderr = cli(prod, "token", "--ttl", "60", "--capabilities", `[{"ops":["publish"],"topics":["orders"]}]`)
+	tok := strings.TrimSpace(stdout)
+	if code != 0 || strings.Count(tok, ".") != 2 || !strings.Contains(stderr, "expires at") {
+		t.Fatalf("token: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	h.Must(t, p.URL, "POST", "/v1/topics/orders/messages", tok, map[string]any{"data": 2}, 200)
+
+	code, _, stderr = cli(gen, "keys", "revoke", shopID)
+	if code != 0 {
+		t.Fatalf("keys revoke %s: exit %d %q", shopID, code, stderr)
+	}
+	waitStatus(t, p.URL, prod, 401)
+
+	code, _, stderr = cli("", "token")
+	if code != 1 || !strings.Contains(stderr, "MSGMESH_KEY") {
+		t.Fatalf("token without a key: exit %d %q", code, stderr)
+	}
+}
+
+// waitStatus waits until GET /v1/topics with key answers want.
+func waitStatus(t *testing.T, base, key string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := h.Do(t, base, "GET", "/v1/topics", key, nil)
+		if r.Status == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /v1/topics: %d %s, want %d", r.Status, r.Body, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

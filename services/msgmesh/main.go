@@ -1,6 +1,7 @@
 // Command msgmesh runs MsgMesh: any set of its targets under one lifecycle.
 //
 //	msgmesh serve [--target=all] [--config file] [--http.addr ...] [--verify-config] [--list-targets]
+//	msgmesh genkey | keys create|list|revoke | token (operator.go)
 //	msgmesh version
 //
 // Configuration: flags > MSGMESH_* environment > config file > defaults
@@ -32,10 +33,19 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+const usage = `usage: msgmesh serve [flags]      run MsgMesh (msgmesh serve --help lists every setting)
+       msgmesh genkey             print a fresh mm_ key (for MSGMESH_BOOTSTRAP_ADMIN_KEY)
+       msgmesh keys create|list|revoke   manage API keys on a running node (msgmesh keys --help)
+       msgmesh token              mint a short-lived token on a running node (msgmesh token --help)
+       msgmesh version`
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: msgmesh serve [flags] | msgmesh version | msgmesh serve --help")
+		fmt.Fprintln(stderr, usage)
 		return 2
+	}
+	if code, ok := operatorCommand(args, stdout, stderr); ok {
+		return code
 	}
 	switch args[0] {
 	case "version", "--version", "-v":
@@ -44,10 +54,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return serve(args[1:], stdout, stderr)
 	case "help", "--help", "-h":
-		fmt.Fprintln(stdout, "usage: msgmesh serve [flags] | msgmesh version | msgmesh serve --help")
+		fmt.Fprintln(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "msgmesh: unknown command %q (want serve or version)\n", args[0])
+	fmt.Fprintf(stderr, "msgmesh: unknown command %q (want serve, genkey, keys, token or version)\n", args[0])
 	return 2
 }
 

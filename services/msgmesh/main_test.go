@@ -231,3 +231,23 @@ func TestUnknownTargetAndVersion(t *testing.T) {
 		t.Fatalf("list-targets: %d %q", code, out.String())
 	}
 }
+
+// genkey prints a fresh key that serve accepts as its bootstrap admin key.
+func TestGenkey(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		var out, errb bytes.Buffer
+		if code := run([]string{"genkey"}, &out, &errb); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		key := strings.TrimSpace(out.String())
+		if !strings.HasPrefix(key, "mm_") || len(key) != 46 || seen[key] {
+			t.Fatalf("genkey printed %q", key)
+		}
+		seen[key] = true
+		t.Setenv("MSGMESH_BOOTSTRAP_ADMIN_KEY", key)
+		if code := run([]string{"serve", "--verify-config"}, &bytes.Buffer{}, &errb); code != 0 {
+			t.Fatalf("serve refuses the generated key: %s", errb.String())
+		}
+	}
+}
