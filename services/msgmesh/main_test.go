@@ -205,6 +205,29 @@ func TestREADMEListsEverySetting(t *testing.T) {
 	}
 }
 
+// The file's values go through the same checks: a bad duration there is
+// named like one from a variable, and a key that matches no setting is an
+// error; repeated list flags collect.
+func TestLoadFileErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "msgmesh.yaml")
+	if err := os.WriteFile(file, []byte("poll:\n  max_wait: soon\n  maxwait: 3s\nrealtime:\n  heartbeat: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := load(flags(t), file)
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, w := range []string{`poll.max_wait (MSGMESH_POLL_MAX_WAIT): want a duration such as 500ms, 30s, 1m30s or 24h, got "soon"`, `"poll.maxwait" matches no setting`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
+		}
+	}
+	cfg, err := load(flags(t, "--kafka.brokers", "a:1", "--kafka.brokers", "b:2,c:3"), "")
+	if err != nil || strings.Join(cfg.Kafka.Brokers, " ") != "a:1 b:2 c:3" {
+		t.Fatalf("repeated list flag: %v %v", cfg.Kafka.Brokers, err)
+	}
+}
+
 func TestVerifyConfigMasksSecrets(t *testing.T) {
 	key := "mm_" + strings.Repeat("A", 43)
 	t.Setenv("MSGMESH_BOOTSTRAP_ADMIN_KEY", key)

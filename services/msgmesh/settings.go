@@ -23,11 +23,21 @@ import (
 type settingFlag struct {
 	value string
 	kind  string
+	set   bool
 }
 
-func (f *settingFlag) String() string     { return f.value }
-func (f *settingFlag) Set(s string) error { f.value = s; return nil }
-func (f *settingFlag) Type() string       { return f.kind }
+func (f *settingFlag) String() string { return f.value }
+func (f *settingFlag) Type() string   { return f.kind }
+
+// Set takes the value; a list flag given twice (--kafka.brokers a:1
+// --kafka.brokers b:2) collects both.
+func (f *settingFlag) Set(s string) error {
+	if f.kind == "list" && f.set {
+		s = f.value + "," + s
+	}
+	f.value, f.set = s, true
+	return nil
+}
 
 // serveFlags declares the flags of `msgmesh serve`: the command's own and
 // one per configuration key (--poll.max_wait=10s), each documented with
