@@ -151,9 +151,9 @@ func Refusal(p Principal, op capability.Op, topic, room string) string {
 		what += fmt.Sprintf(" in room %q", room)
 	case topic != "" && (op == capability.OpPublish || op == capability.OpSubscribe || op == capability.OpPoll) && someRoomsOf(p.Caps, op, topic):
 		if op == capability.OpPoll {
-			what += " (poll reads every room and this credential is limited to some rooms of the topic)"
+			what += " (poll reads every room; this credential may use only some rooms of this topic)"
 		} else {
-			what += " without naming a room (it is limited to some rooms of this topic)"
+			what += " in every room (it may use only some rooms of this topic: name one of them)"
 		}
 	}
 	return "this credential may not " + what
