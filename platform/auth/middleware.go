@@ -142,7 +142,7 @@ func Refusal(p Principal, op capability.Op, topic, room string) string {
 	if p.Operator {
 		return "the operator key may only manage tenants and token signing keys; use a tenant key for this"
 	}
-	what := fmt.Sprintf("%s", op)
+	what := string(op)
 	if topic != "" {
 		what += fmt.Sprintf(" on topic %q", topic)
 	}

@@ -34,7 +34,7 @@ func lockDir(dir string) (*dirLock, error) {
 		return nil, fmt.Errorf("embedkafka: lock file: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			holder := "unknown pid"
 			if b, rerr := os.ReadFile(path); rerr == nil {

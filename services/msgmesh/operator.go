@@ -135,7 +135,7 @@ func (f apiFlags) call(method, path string, body, out any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		return fmt.Errorf("read the answer: %w", err)
@@ -184,7 +184,7 @@ func keys(args []string, stdout, stderr io.Writer) int {
 		"       msgmesh keys list\n       msgmesh keys revoke KEY_ID\n\n" +
 		"Manages the API keys of the tenant of MSGMESH_KEY on the node at MSGMESH_URL\n(default " + defaultURL + "); the key needs keys.manage. create prints the\nnew key on stdout, once: store it.\n"
 	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
-		fmt.Fprint(stdout, usage)
+		_, _ = fmt.Fprint(stdout, usage)
 		if len(args) == 0 {
 			return 2
 		}

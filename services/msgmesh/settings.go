@@ -68,7 +68,7 @@ defaults. Durations are Go durations (500ms, 30s, 1m30s, 24h); lists are
 comma-separated. --verify-config checks all of them without starting.
 
 `)
-	fmt.Fprint(w, fs.FlagUsagesWrapped(0))
+	_, _ = fmt.Fprint(w, fs.FlagUsagesWrapped(0))
 }
 
 // envNotSettings are MSGMESH_* variables that are not serve settings but
