@@ -6,10 +6,25 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 GOFLAGS_BUILD := -trimpath -ldflags "-X main.Version=$(VERSION)"
 
-.PHONY: build run test test-unit bench lint kafka-start kafka-stop clean
+.PHONY: build apidocs run test test-unit bench lint kafka-start kafka-stop clean
 
-build: ## writes bin/msgmesh
+APIDOCS := services/msgmesh/apidocs
+
+build: apidocs ## writes bin/msgmesh (with the /docs renderer when npm is there)
 	go build $(GOFLAGS_BUILD) -o bin/msgmesh ./services/msgmesh
+
+# The /docs page's renderer: Redoc's standalone bundle from npm, pinned by
+# $(APIDOCS)/package-lock.json, copied into $(APIDOCS)/bundle/ (gitignored)
+# for the Go build to embed. Without npm (or the registry) the build goes on
+# and /docs says how to get it; /openapi.yaml is served either way.
+apidocs:
+	@if ! command -v npm >/dev/null; then \
+	  echo "make: npm not found: bin/msgmesh will serve /docs without its renderer (install Node.js 20+ and run make build again)" >&2; \
+	elif (cd $(APIDOCS) && npm ci --loglevel=error >/dev/null); then \
+	  cp $(APIDOCS)/node_modules/redoc/bundles/redoc.standalone.js $(APIDOCS)/node_modules/redoc/bundles/redoc.standalone.js.LICENSE.txt $(APIDOCS)/bundle/; \
+	else \
+	  echo "make: npm ci in $(APIDOCS) failed: bin/msgmesh will serve /docs without its renderer" >&2; \
+	fi
 
 run: build ## the embedded default: serves on 127.0.0.1:8080, Kafka protocol on 127.0.0.1:9092
 	./bin/msgmesh serve
@@ -35,4 +50,5 @@ kafka-stop:
 	scripts/kafka.sh stop
 
 clean:
-	rm -rf bin data
+	rm -rf bin data $(APIDOCS)/node_modules
+	find $(APIDOCS)/bundle -type f ! -name README.md -delete

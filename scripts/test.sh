@@ -31,6 +31,15 @@ if ! scripts/deps.sh kcat chromium; then
   say "warning: could not install kcat or chromium; tests that need them may skip or fail"
 fi
 
+# The /docs renderer (npm ci in services/msgmesh/apidocs), so that the Go
+# test binaries embed it (integration/apidocs_browser_test.go needs it when
+# MSGMESH_TEST_REQUIRE_REAL_KAFKA=1, and skips otherwise).
+make -s apidocs
+if [[ ! -f services/msgmesh/apidocs/bundle/redoc.standalone.js && $require_real == 1 ]]; then
+  say "error: the /docs renderer could not be built (make apidocs: npm ci)"
+  exit 1
+fi
+
 started=0
 stop_broker() {
   local rc=$?

@@ -154,5 +154,8 @@ func (p *Proc) Terminate(timeout time.Duration) error {
 	}
 }
 
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Output is everything the process wrote to stdout and stderr.
 func (p *Proc) Output() string { return p.out.String() }

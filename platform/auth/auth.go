@@ -12,7 +12,8 @@
 //     carrying a subset of their parent key's capabilities. Revoking the
 //     parent kills its tokens.
 //
-// The operator key comes from configuration and may manage tenants only.
+// The operator key comes from configuration and may manage tenants and the
+// token signing keys only, nothing inside a tenant.
 package auth
 
 import (

@@ -159,28 +159,53 @@ func RequireOn(c *gin.Context, op capability.Op, topic, room string) (Principal,
 	return p, false
 }
 
-// Refusal says what p was refused, for 403 bodies.
+// Refusal says what p was refused, for 403 bodies. A credential limited to
+// some rooms of a topic that asks for the whole topic is told so; one that
+// may not use the topic at all is not told about rooms.
 func Refusal(p Principal, op capability.Op, topic, room string) string {
 	if p.Operator {
-		return "the operator key may only manage tenants"
+		return "the operator key may only manage tenants and token signing keys; use a tenant key for this"
 	}
-	what := fmt.Sprintf("%s", op)
+	what := string(op)
 	if topic != "" {
 		what += fmt.Sprintf(" on topic %q", topic)
 	}
 	switch {
 	case room != "":
 		what += fmt.Sprintf(" in room %q", room)
-	case topic != "" && (op == capability.OpPublish || op == capability.OpSubscribe || op == capability.OpPoll):
-		what += " across every room"
+	case topic != "" && (op == capability.OpPublish || op == capability.OpSubscribe || op == capability.OpPoll) && someRoomsOf(p.Caps, op, topic):
+		if op == capability.OpPoll {
+			what += " (poll reads every room; this credential may use only some rooms of this topic)"
+		} else {
+			what += " in every room (it may use only some rooms of this topic: name one of them)"
+		}
 	}
 	return "this credential may not " + what
+}
+
+// someRoomsOf reports whether caps grant op on topic in at least one room.
+func someRoomsOf(caps []capability.Capability, op capability.Op, topic string) bool {
+	for _, c := range caps {
+		hasOp := false
+		for _, o := range c.Ops {
+			hasOp = hasOp || o == op || o == capability.OpAll
+		}
+		if !hasOp {
+			continue
+		}
+		for _, t := range c.Topics {
+			if capability.Match(t, topic) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // RequireOperator answers 403 unless the caller is the operator.
 func RequireOperator(c *gin.Context) bool {
 	if !PrincipalOf(c).Operator {
-		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeForbidden, "only the operator key may manage tenants"))
+		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeForbidden, "only the operator key may manage tenants and token signing keys"))
 		return false
 	}
 	return true

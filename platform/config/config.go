@@ -9,15 +9,7 @@
 package config
 
 import (
-	"errors"
-	"fmt"
-	"net"
-	"net/url"
-	"regexp"
-	"strings"
 	"time"
-
-	"github.com/msgmesh/msgmesh/platform/keyring"
 )
 
 // Config is the root configuration of a msgmesh process.
@@ -44,7 +36,8 @@ type Config struct {
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.
 	BootstrapAdminKey string `mapstructure:"bootstrap_admin_key"`
-	// OperatorKey may create tenants (POST /v1/tenants). Empty disables
+	// OperatorKey may manage tenants (/v1/tenants) and the token signing
+	// keys (/v1/signing-keys), nothing inside a tenant. Empty disables
 	// operator endpoints. Key operator_key; at least 32 characters.
 	OperatorKey string `mapstructure:"operator_key"`
 }
@@ -396,157 +389,3 @@ func Defaults() Config {
 
 // Embedded reports whether the process runs the in-process broker.
 func (c Config) Embedded() bool { return len(c.Kafka.Brokers) == 0 }
-
-var (
-	prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
-	keyRE    = regexp.MustCompile(`^mm_[A-Za-z0-9_-]{32,}$`)
-)
-
-// Validate checks every field and returns all problems joined (nil if
-// none), each naming its key.
-func (c Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
-	}
-	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
-		bad("http.addr", "want host:port: %v", err)
-	}
-	for k, d := range map[string]time.Duration{
-		"http.read_header_timeout": c.HTTP.ReadHeaderTimeout, "http.read_timeout": c.HTTP.ReadTimeout,
-		"http.idle_timeout": c.HTTP.IdleTimeout, "http.shutdown_timeout": c.HTTP.ShutdownTimeout,
-		"kafka.request_timeout": c.Kafka.RequestTimeout, "poll.max_wait": c.Poll.MaxWait,
-		"poll.consumer_idle_timeout": c.Poll.ConsumerIdleTimeout, "poll.session_timeout": c.Poll.SessionTimeout,
-		"topics.free_retention": c.Topics.FreeRetention, "topics.paid_retention": c.Topics.PaidRetention,
-		"realtime.replay_window_age": c.Realtime.ReplayWindowAge, "realtime.heartbeat": c.Realtime.Heartbeat,
-		"realtime.retry_hint": c.Realtime.RetryHint, "realtime.hub_linger": c.Realtime.HubLinger,
-		"realtime.write_timeout": c.Realtime.WriteTimeout, "realtime.token_expiring_lead": c.Realtime.TokenExpiringLead,
-	} {
-		if d <= 0 {
-			bad(k, "must be a positive duration, got %v", d)
-		}
-	}
-	if c.Tokens.DefaultTTL <= 0 || c.Tokens.DefaultTTL > c.Tokens.MaxTTL {
-		bad("tokens.default_ttl", "want a positive duration up to tokens.max_ttl (%v), got %v", c.Tokens.MaxTTL, c.Tokens.DefaultTTL)
-	}
-	for name, pl := range map[string]PlanLimits{"limits.free": c.Limits.Free, "limits.paid": c.Limits.Paid} {
-		if pl.RequestsPerSecond < 0 || pl.MessagesPerSecond < 0 || pl.MonthlyMessages < 0 {
-			bad(name, "limits must be 0 (unlimited) or positive")
-		}
-	}
-	if c.Poll.DefaultWait < 0 || c.Poll.DefaultWait > c.Poll.MaxWait {
-		bad("poll.default_wait", "must be between 0 and poll.max_wait (%v), got %v", c.Poll.MaxWait, c.Poll.DefaultWait)
-	}
-	for _, o := range c.HTTP.CORSOrigins {
-		if o == "*" || (o == "none" && len(c.HTTP.CORSOrigins) == 1) {
-			continue
-		}
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
-			bad("http.cors_origins", "want \"*\", \"none\" or origins like https://app.example.com, got %q", o)
-		}
-	}
-	if c.HTTP.MaxBodyBytes <= 0 {
-		bad("http.max_body_bytes", "must be positive")
-	}
-	switch strings.ToLower(c.Log.Level) {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
-	}
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		bad("log.format", "want text or json, got %q", c.Log.Format)
-	}
-	if c.Embedded() {
-		if _, _, err := net.SplitHostPort(c.Kafka.EmbeddedAddr); err != nil {
-			bad("kafka.embedded_addr", "want host:port: %v", err)
-		}
-		if c.DataDir == "" {
-			bad("data_dir", "must be set when the embedded broker runs (kafka.brokers empty)")
-		}
-	}
-	for _, b := range c.Kafka.Brokers {
-		if _, _, err := net.SplitHostPort(b); err != nil {
-			bad("kafka.brokers", "want host:port, got %q", b)
-		}
-	}
-	if !prefixRE.MatchString(c.Kafka.TopicPrefix) {
-		bad("kafka.topic_prefix", "want 1-32 of [a-z0-9_-] starting with a letter, got %q", c.Kafka.TopicPrefix)
-	}
-	if c.Kafka.ReplicationFactor == 0 || c.Kafka.ReplicationFactor < -1 || c.Kafka.ReplicationFactor > 32767 {
-		bad("kafka.replication_factor", "want -1 (broker default) or 1..32767, got %d", c.Kafka.ReplicationFactor)
-	}
-	if c.Topics.DefaultPartitions < 1 || c.Topics.DefaultPartitions > c.Topics.MaxPartitions {
-		bad("topics.default_partitions", "want 1..topics.max_partitions (%d), got %d", c.Topics.MaxPartitions, c.Topics.DefaultPartitions)
-	}
-	if c.Topics.MaxPartitions < 1 || c.Topics.MaxPartitions > 10000 {
-		bad("topics.max_partitions", "want 1..10000, got %d", c.Topics.MaxPartitions)
-	}
-	for k, v := range map[string]int{
-		"publish.max_message_bytes": c.Publish.MaxMessageBytes, "publish.max_batch_bytes": c.Publish.MaxBatchBytes,
-		"publish.max_batch_messages": c.Publish.MaxBatchMessages, "publish.max_room_length": c.Publish.MaxRoomLength,
-		"publish.max_headers": c.Publish.MaxHeaders, "poll.default_max": c.Poll.DefaultMax, "poll.max_max": c.Poll.MaxMax,
-		"poll.default_max_bytes": c.Poll.DefaultMaxBytes, "poll.max_consumers": c.Poll.MaxConsumers,
-		"realtime.subscriber_buffer": c.Realtime.SubscriberBuffer, "realtime.max_subscribers": c.Realtime.MaxSubscribers,
-		"realtime.max_catchups": c.Realtime.MaxCatchups, "realtime.ws_max_subscriptions": c.Realtime.WSMaxSubscriptions,
-		"realtime.ws_queue_frames": c.Realtime.WSQueueFrames,
-	} {
-		if v <= 0 {
-			bad(k, "must be positive, got %d", v)
-		}
-	}
-	if c.Publish.MaxMessageBytes > c.Publish.MaxBatchBytes {
-		bad("publish.max_message_bytes", "must not exceed publish.max_batch_bytes")
-	}
-	if c.Poll.DefaultMax > c.Poll.MaxMax {
-		bad("poll.default_max", "must not exceed poll.max_max")
-	}
-	if c.Realtime.ReplayWindowRecords <= 0 {
-		bad("realtime.replay_window_records", "must be positive, got %d", c.Realtime.ReplayWindowRecords)
-	}
-	if c.Webhooks.MaxAttempts < 1 || c.Webhooks.MaxAttempts > 9 {
-		bad("webhooks.max_attempts", "want 1..9 (the spec's single-digit retry count), got %d", c.Webhooks.MaxAttempts)
-	}
-	for k, d := range map[string]time.Duration{
-		"webhooks.attempt_timeout": c.Webhooks.AttemptTimeout, "webhooks.backoff_base": c.Webhooks.BackoffBase,
-		"webhooks.backoff_max": c.Webhooks.BackoffMax, "webhooks.dlq_retention": c.Webhooks.DLQRetention,
-		"webhooks.session_timeout": c.Webhooks.SessionTimeout,
-	} {
-		if d <= 0 {
-			bad(k, "must be a positive duration, got %v", d)
-		}
-	}
-	if c.Webhooks.BackoffMax < c.Webhooks.BackoffBase {
-		bad("webhooks.backoff_max", "must not be below webhooks.backoff_base")
-	}
-	for k, v := range map[string]int{
-		"webhooks.concurrency": c.Webhooks.Concurrency, "webhooks.retry_partitions": c.Webhooks.RetryPartitions,
-		"webhooks.dlq_partitions": c.Webhooks.DLQPartitions,
-	} {
-		if v <= 0 {
-			bad(k, "must be positive, got %d", v)
-		}
-	}
-	if c.BootstrapAdminKey != "" && !keyRE.MatchString(c.BootstrapAdminKey) {
-		bad("bootstrap_admin_key", `want "mm_" followed by at least 32 of [A-Za-z0-9_-]`)
-	}
-	if c.Secrets.Key != "" && c.Secrets.KeyFile != "" {
-		bad("secrets.key", "set either secrets.key or secrets.key_file, not both")
-	}
-	if c.Secrets.Key != "" {
-		if _, err := keyring.ParseKey([]byte(c.Secrets.Key)); err != nil {
-			bad("secrets.key", "%v", err)
-		}
-	}
-	for _, f := range c.Secrets.PreviousKeyFiles {
-		if f == "" {
-			bad("secrets.previous_key_files", "empty file name")
-		}
-	}
-	if c.OperatorKey != "" && len(c.OperatorKey) < 32 {
-		bad("operator_key", "must be at least 32 characters")
-	}
-	return errors.Join(errs...)
-}

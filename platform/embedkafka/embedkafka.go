@@ -24,7 +24,10 @@ type Config struct {
 	// Addr is host:port to serve Kafka on; port 0 picks a free one.
 	Addr string
 	// DataDir is where records, committed offsets and topic configs are
-	// kept across restarts (a "kafka" folder is made inside it).
+	// kept across restarts (a "kafka" folder is made inside it). Start takes
+	// an exclusive lock on it (msgmesh.lock, holding the pid): a second
+	// broker on the same directory fails with ErrDataDirLocked naming the
+	// other process instead of corrupting the first one's data.
 	DataDir string
 	// RetentionCheck is how often retention.ms is enforced; 0 = 1 minute.
 	RetentionCheck time.Duration
@@ -33,6 +36,7 @@ type Config struct {
 
 // Broker is a running embedded broker.
 type Broker struct {
+	lock *dirLock
 	c    *kfake.Cluster
 	stop context.CancelFunc
 	done chan struct{}
@@ -48,6 +52,19 @@ func Start(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedkafka: port %q: %w", portStr, err)
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedkafka: data dir: %w", err)
+	}
+	lock, err := lockDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.release()
+		}
+	}()
 	dir := filepath.Join(cfg.DataDir, "kafka")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedkafka: data dir: %w", err)
@@ -80,7 +97,8 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("embedkafka: start on %s: %w", cfg.Addr, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Broker{c: c, stop: cancel, done: make(chan struct{})}
+	b := &Broker{lock: lock, c: c, stop: cancel, done: make(chan struct{})}
+	ok = true
 	go b.retention(ctx, cfg.RetentionCheck)
 	if cfg.Logger != nil {
 		cfg.Logger.Info("embedded Kafka broker started", "addr", b.Addrs(), "data_dir", dir)
@@ -115,4 +133,5 @@ func (b *Broker) Close() {
 	b.stop()
 	<-b.done
 	b.c.Close()
+	b.lock.release()
 }

@@ -2,6 +2,10 @@ package embedkafka
 
 import (
 	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,4 +103,24 @@ func TestRetentionApplied(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A second broker on a data directory in use fails with ErrDataDirLocked
+// naming the holder's pid; after Close the directory can be used again.
+func TestDataDirLock(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Start(Config{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(Config{Addr: "127.0.0.1:0", DataDir: dir})
+	if !errors.Is(err, ErrDataDirLocked) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second Start: %v, want ErrDataDirLocked naming pid %d", err, os.Getpid())
+	}
+	b.Close()
+	b2, err := Start(Config{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatalf("Start after Close: %v", err)
+	}
+	b2.Close()
 }

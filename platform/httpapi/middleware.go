@@ -18,7 +18,10 @@ import (
 // HeaderRequestID is echoed on every response.
 const HeaderRequestID = "X-Request-Id"
 
-const ctxRequestID = "msgmesh.request_id"
+const (
+	ctxRequestID = "msgmesh.request_id"
+	ctxErrorCode = "msgmesh.error_code"
+)
 
 // RequestID takes a sane incoming X-Request-Id (1-128 visible ASCII) or
 // makes a random one, and sets it on the response.
@@ -72,7 +75,25 @@ func Abort(c *gin.Context, log *slog.Logger, err error) {
 	if e.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	c.AbortWithStatusJSON(e.Code.Status, body)
+	c.Set(ctxErrorCode, e.Code.Code)
+	c.Abort()
+	JSON(c, e.Code.Status, body)
+}
+
+// JSON writes v as the JSON body with status, without HTML escaping (gin's
+// c.JSON turns "<" into "\u003c", which makes messages such as "want
+// <partition>-<offset>" unreadable; the body is JSON, never HTML).
+func JSON(c *gin.Context, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		c.Status(http.StatusInternalServerError)
+		return
+	}
+	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Status(status)
+	_, _ = c.Writer.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
 // Recover turns a panic into a 500 error body instead of a dropped
@@ -84,19 +105,28 @@ func Recover(log *slog.Logger) gin.HandlerFunc {
 	})
 }
 
-// AccessLog logs one line per request at debug level (info for 5xx):
-// method, route, status, duration. Never headers, query or bodies: they may
-// hold keys, tokens or payloads.
+// AccessLog logs one line per request: at debug level for 1xx-3xx, at
+// info for 4xx and 5xx (so that a client's failing calls can be found by
+// the X-Request-Id it was answered): method, route, status, error code,
+// duration, request id. Never headers, query or bodies: they may hold
+// keys, tokens or payloads.
 func AccessLog(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
 		lvl := slog.LevelDebug
-		if c.Writer.Status() >= 500 {
+		if c.Writer.Status() >= 400 {
 			lvl = slog.LevelInfo
 		}
-		log.Log(c.Request.Context(), lvl, "http", "method", c.Request.Method, "route", c.FullPath(),
-			"status", c.Writer.Status(), "ms", time.Since(start).Milliseconds(), "request_id", RequestIDOf(c))
+		if !log.Enabled(c.Request.Context(), lvl) {
+			return
+		}
+		attrs := []any{"method", c.Request.Method, "route", c.FullPath(), "status", c.Writer.Status()}
+		if code := c.GetString(ctxErrorCode); code != "" {
+			attrs = append(attrs, "code", code)
+		}
+		attrs = append(attrs, "ms", time.Since(start).Milliseconds(), "request_id", RequestIDOf(c))
+		log.Log(c.Request.Context(), lvl, "http", attrs...)
 	}
 }
 

@@ -427,7 +427,8 @@ func (s *Service) mintToken(c *gin.Context) {
 		return
 	}
 	if req.TTLSeconds < 0 || int64(req.TTLSeconds) > int64(s.cfg.Tokens.MaxTTL/time.Second) {
-		s.fail(c, httpapi.Errorf(httpapi.CodeValidation, "ttl_seconds must be between 1 and %d", int64(s.cfg.Tokens.MaxTTL/time.Second)))
+		s.fail(c, httpapi.Errorf(httpapi.CodeValidation, "ttl_seconds must be between 1 and %d (tokens.max_ttl), or 0 or absent for the default of %d (tokens.default_ttl), got %d",
+			int64(s.cfg.Tokens.MaxTTL/time.Second), int64(s.cfg.Tokens.DefaultTTL/time.Second), req.TTLSeconds))
 		return
 	}
 	now := s.now()

@@ -1,6 +1,7 @@
 // Command msgmesh runs MsgMesh: any set of its targets under one lifecycle.
 //
 //	msgmesh serve [--target=all] [--config file] [--http.addr ...] [--verify-config] [--list-targets]
+//	msgmesh genkey | keys create|list|revoke | token (operator.go)
 //	msgmesh version
 //
 // Configuration: flags > MSGMESH_* environment > config file > defaults
@@ -15,15 +16,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"reflect"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/keyring"
@@ -37,10 +34,20 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+const usage = `usage: msgmesh serve [flags]      run MsgMesh (msgmesh serve --help lists every setting)
+       msgmesh genkey             print a fresh mm_ key (for MSGMESH_BOOTSTRAP_ADMIN_KEY)
+       msgmesh keys create|list|revoke   manage API keys on a running node (msgmesh keys --help)
+       msgmesh token              mint a short-lived token on a running node (msgmesh token --help)
+       msgmesh secrets new-key FILE | key-id FILE   make or identify a key-encryption key (secrets.key_file)
+       msgmesh version`
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return 2
+	}
+	if code, ok := operatorCommand(args, stdout, stderr); ok {
+		return code
 	}
 	switch args[0] {
 	case "version", "--version", "-v":
@@ -54,11 +61,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "msgmesh: unknown command %q (want serve, secrets or version)\n", args[0])
+	fmt.Fprintf(stderr, "msgmesh: unknown command %q (want serve, genkey, keys, token, secrets or version)\n", args[0])
 	return 2
 }
-
-const usage = "usage: msgmesh serve [flags] | msgmesh secrets new-key FILE | msgmesh secrets key-id FILE | msgmesh version | msgmesh serve --help"
 
 // secrets makes and identifies key-encryption keys (secrets.key_file):
 // "new-key FILE" writes a fresh key (mode 0600, never over an existing
@@ -91,6 +96,7 @@ func secrets(args []string, stdout, stderr io.Writer) int {
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs, target, listTargets, verify, cfgFile := serveFlags()
 	fs.SetOutput(stderr)
+	fs.Usage = func() { serveUsage(stdout, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -107,16 +113,26 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, app.TargetList())
 		return 0
 	}
+	unknown := unknownEnv(os.Environ())
 	cfg, err := load(fs, *cfgFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "msgmesh: invalid configuration:\n%v\n", indent(err))
+		for _, u := range unknown {
+			fmt.Fprintf(stderr, "msgmesh: warning: %s\n", u)
+		}
 		return 2
 	}
 	if *verify {
+		for _, u := range unknown {
+			fmt.Fprintf(stderr, "msgmesh: warning: %s\n", u)
+		}
 		fmt.Fprintf(stdout, "configuration OK\n%s", describe(cfg))
 		return 0
 	}
 	log := newLogger(cfg.Log, stderr)
+	for _, u := range unknown {
+		log.Warn("unknown environment variable: " + u)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -132,127 +148,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("msgmesh stopped")
 	return 0
-}
-
-// serveFlags declares the flags of `msgmesh serve`: the command's own and
-// the configuration keys that may be set as flags (bound in load).
-func serveFlags() (fs *pflag.FlagSet, target *string, listTargets, verify *bool, cfgFile *string) {
-	fs = pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	target = fs.String("target", app.All, "comma-separated targets to run (see --list-targets)")
-	listTargets = fs.Bool("list-targets", false, "print the targets and exit")
-	verify = fs.Bool("verify-config", false, "load and validate the configuration, print it (secrets masked) and exit")
-	cfgFile = fs.String("config", "", "optional config file (yaml, json or toml)")
-	def := config.Defaults()
-	fs.String("http.addr", def.HTTP.Addr, "HTTP listen address (MSGMESH_HTTP_ADDR)")
-	fs.String("data_dir", def.DataDir, "data directory of the embedded broker (MSGMESH_DATA_DIR)")
-	fs.StringSlice("kafka.brokers", nil, "Kafka seed brokers; empty runs the embedded broker (MSGMESH_KAFKA_BROKERS)")
-	fs.String("kafka.embedded_addr", def.Kafka.EmbeddedAddr, "where the embedded broker serves Kafka (MSGMESH_KAFKA_EMBEDDED_ADDR)")
-	fs.String("log.level", def.Log.Level, "debug, info, warn or error (MSGMESH_LOG_LEVEL)")
-	fs.String("log.format", def.Log.Format, "text or json (MSGMESH_LOG_FORMAT)")
-	return fs, target, listTargets, verify, cfgFile
-}
-
-// load reads configuration with viper: flags > MSGMESH_* env > file >
-// defaults, then validates it once, reporting every error together.
-func load(fs *pflag.FlagSet, file string) (config.Config, error) {
-	v := viper.New()
-	v.SetEnvPrefix("MSGMESH")
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
-	v.AutomaticEnv()
-	for k, val := range flatten(config.Defaults()) {
-		v.SetDefault(k, val)
-	}
-	for _, name := range []string{"http.addr", "data_dir", "kafka.brokers", "kafka.embedded_addr", "log.level", "log.format"} {
-		if err := v.BindPFlag(name, fs.Lookup(name)); err != nil {
-			return config.Config{}, err
-		}
-	}
-	if file == "" {
-		file = os.Getenv("MSGMESH_CONFIG")
-	}
-	if file != "" {
-		v.SetConfigFile(file)
-		if err := v.ReadInConfig(); err != nil {
-			return config.Config{}, fmt.Errorf("config file %s: %w", file, err)
-		}
-	}
-	var cfg config.Config
-	// Unknown keys (a typo in the config file) are errors, not silence.
-	if err := v.Unmarshal(&cfg, func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true }); err != nil {
-		return config.Config{}, err
-	}
-	// An empty MSGMESH_KAFKA_BROKERS means "embedded".
-	var brokers []string
-	for _, b := range cfg.Kafka.Brokers {
-		for _, p := range strings.Split(b, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				brokers = append(brokers, p)
-			}
-		}
-	}
-	cfg.Kafka.Brokers = brokers
-	cfg.Secrets.PreviousKeyFiles = splitList(cfg.Secrets.PreviousKeyFiles)
-	return cfg, cfg.Validate()
-}
-
-// splitList splits comma-separated entries (one env var may carry
-// several) and drops empty ones.
-func splitList(in []string) []string {
-	var out []string
-	for _, e := range in {
-		for _, p := range strings.Split(e, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-// flatten turns the defaults into viper keys (mapstructure tag paths), so
-// AutomaticEnv knows every key.
-func flatten(c config.Config) map[string]any {
-	out := map[string]any{}
-	var walk func(prefix string, v reflect.Value)
-	walk = func(prefix string, v reflect.Value) {
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			tag := t.Field(i).Tag.Get("mapstructure")
-			if tag == "" {
-				continue
-			}
-			key := tag
-			if prefix != "" {
-				key = prefix + "." + tag
-			}
-			f := v.Field(i)
-			if f.Kind() == reflect.Struct {
-				walk(key, f)
-				continue
-			}
-			out[key] = f.Interface()
-		}
-	}
-	walk("", reflect.ValueOf(c))
-	return out
-}
-
-func describe(c config.Config) string {
-	var b strings.Builder
-	m := flatten(c)
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		val := fmt.Sprint(m[k])
-		if (strings.HasSuffix(k, "_key") || k == "secrets.key") && val != "" && val != "[]" {
-			val = "(set)"
-		}
-		fmt.Fprintf(&b, "  %s = %s\n", k, val)
-	}
-	return b.String()
 }
 
 func indent(err error) string {

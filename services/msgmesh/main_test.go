@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/msgmesh/msgmesh/platform/config"
 )
 
 func flags(t *testing.T, args ...string) *pflag.FlagSet {
@@ -76,6 +78,153 @@ func TestVerifyConfigReportsEveryError(t *testing.T) {
 		if !strings.Contains(errb.String(), k) {
 			t.Errorf("stderr does not name %s:\n%s", k, errb.String())
 		}
+	}
+}
+
+// Issue 18 item 4: every error at once, by key, variable and value, in a
+// stable order; what serve would refuse at start (a port that is not a
+// number) is refused here already.
+func TestVerifyConfigNamesEveryBadValue(t *testing.T) {
+	t.Setenv("MSGMESH_POLL_MAX_WAIT", "abc")
+	t.Setenv("MSGMESH_REALTIME_MAX_SUBSCRIBERS", "lots")
+	t.Setenv("MSGMESH_LOG_LEVEL", "loud")
+	args := []string{"serve", "--verify-config", "--http.addr=:abc", "--webhooks.max_attempts=12"}
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s%s", code, out.String(), errb.String())
+	}
+	want := []string{
+		`http.addr (MSGMESH_HTTP_ADDR): want a port number 0..65535, got "abc" in ":abc"`,
+		`log.level (MSGMESH_LOG_LEVEL): want debug, info, warn or error, got "loud"`,
+		`poll.max_wait (MSGMESH_POLL_MAX_WAIT): want a duration such as 500ms, 30s, 1m30s or 24h, got "abc"`,
+		`realtime.max_subscribers (MSGMESH_REALTIME_MAX_SUBSCRIBERS): want an integer, got "lots"`,
+		`webhooks.max_attempts (MSGMESH_WEBHOOKS_MAX_ATTEMPTS): want 1..9 (the spec's single-digit retry count), got 12`,
+	}
+	got := errb.String()
+	last := -1
+	for _, w := range want {
+		i := strings.Index(got, w)
+		if i < 0 {
+			t.Errorf("stderr lacks %q:\n%s", w, got)
+			continue
+		}
+		if i < last {
+			t.Errorf("%q out of key order:\n%s", w, got)
+		}
+		last = i
+	}
+	if n := strings.Count(got, "\n  "); n != len(want) {
+		t.Errorf("%d problems reported, want exactly %d (no noise from the keys that failed):\n%s", n, len(want), got)
+	}
+	for i := 0; i < 5; i++ {
+		var again bytes.Buffer
+		run(args, &bytes.Buffer{}, &again)
+		if again.String() != got {
+			t.Fatalf("order not stable:\n%s\nthen\n%s", got, again.String())
+		}
+	}
+	// And serve itself refuses the same, before it starts anything.
+	errb.Reset()
+	if code := run([]string{"serve", "--http.addr=:abc"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), want[0]) {
+		t.Fatalf("serve --http.addr=:abc: exit %d, stderr %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"serve", "--verify-config", "--kafka.brokers=k1:9092,k2:x"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `kafka.brokers (MSGMESH_KAFKA_BROKERS): want a port number 1..65535, got "x" in "k2:x"`) {
+		t.Fatalf("bad broker port: exit %d, stderr %s", code, errb.String())
+	}
+}
+
+// A MSGMESH_* variable that matches no setting is reported (with the
+// setting it probably meant), not silently ignored.
+func TestUnknownEnvReported(t *testing.T) {
+	t.Setenv("MSGMESH_POLL_MAXWAIT", "3s")
+	t.Setenv("MSGMESH_NOPE", "1")
+	t.Setenv("MSGMESH_TEST_ANYTHING", "1")
+	t.Setenv("MSGMESH_KEY", "mm_cli_key")
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--verify-config"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, w := range []string{"MSGMESH_POLL_MAXWAIT matches no setting and is ignored (did you mean MSGMESH_POLL_MAX_WAIT?)", "MSGMESH_NOPE matches no setting"} {
+		if !strings.Contains(errb.String(), w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errb.String())
+		}
+	}
+	for _, no := range []string{"MSGMESH_TEST_ANYTHING", "MSGMESH_KEY"} {
+		if strings.Contains(errb.String(), no) {
+			t.Errorf("%s reported, but it is not a serve setting by design:\n%s", no, errb.String())
+		}
+	}
+}
+
+// serve --help lists every setting with its default, variable and meaning,
+// and each is a flag too.
+func TestServeHelpListsEverySetting(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--help"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	lines := strings.Split(out.String(), "\n")
+	for _, s := range config.Settings() {
+		var line string
+		for _, l := range lines {
+			if strings.Contains(l, "--"+s.Key+" ") {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Errorf("--help does not list %s", s.Key)
+			continue
+		}
+		if !strings.Contains(line, "("+s.Env+")") || !strings.Contains(line, s.Doc) {
+			t.Errorf("--help line of %s lacks its variable or meaning: %s", s.Key, line)
+		}
+		if s.Default != "" && s.Default != "false" && !strings.Contains(line, "(default ") {
+			t.Errorf("--help line of %s lacks its default %s: %s", s.Key, s.Default, line)
+		}
+	}
+	cfg, err := load(flags(t, "--poll.max_wait=7s", "--webhooks.unsafe_allow_private_targets", "--limits.paid.requests_per_second=2.5"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Poll.MaxWait != 7*time.Second || !cfg.Webhooks.UnsafeAllowPrivateTargets || cfg.Limits.Paid.RequestsPerSecond != 2.5 {
+		t.Fatalf("flags not applied: %v %v %v", cfg.Poll.MaxWait, cfg.Webhooks.UnsafeAllowPrivateTargets, cfg.Limits.Paid.RequestsPerSecond)
+	}
+}
+
+// The README's settings table names every key.
+func TestREADMEListsEverySetting(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range config.Settings() {
+		if !strings.Contains(string(readme), "`"+s.Key+"`") {
+			t.Errorf("README.md's Configuration table lacks `%s`", s.Key)
+		}
+	}
+}
+
+// The file's values go through the same checks: a bad duration there is
+// named like one from a variable, and a key that matches no setting is an
+// error; repeated list flags collect.
+func TestLoadFileErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "msgmesh.yaml")
+	if err := os.WriteFile(file, []byte("poll:\n  max_wait: soon\n  maxwait: 3s\nrealtime:\n  heartbeat: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := load(flags(t), file)
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, w := range []string{`poll.max_wait (MSGMESH_POLL_MAX_WAIT): want a duration such as 500ms, 30s, 1m30s or 24h, got "soon"`, `"poll.maxwait" matches no setting`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
+		}
+	}
+	cfg, err := load(flags(t, "--kafka.brokers", "a:1", "--kafka.brokers", "b:2,c:3"), "")
+	if err != nil || strings.Join(cfg.Kafka.Brokers, " ") != "a:1 b:2 c:3" {
+		t.Fatalf("repeated list flag: %v %v", cfg.Kafka.Brokers, err)
 	}
 }
 
@@ -161,5 +310,25 @@ func TestSecretsCommands(t *testing.T) {
 	}
 	if code := run([]string{"secrets"}, &out, &errb); code != 2 {
 		t.Fatalf("no subcommand: exit %d", code)
+	}
+}
+
+// genkey prints a fresh key that serve accepts as its bootstrap admin key.
+func TestGenkey(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		var out, errb bytes.Buffer
+		if code := run([]string{"genkey"}, &out, &errb); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		key := strings.TrimSpace(out.String())
+		if !strings.HasPrefix(key, "mm_") || len(key) != 46 || seen[key] {
+			t.Fatalf("genkey printed %q", key)
+		}
+		seen[key] = true
+		t.Setenv("MSGMESH_BOOTSTRAP_ADMIN_KEY", key)
+		if code := run([]string{"serve", "--verify-config"}, &bytes.Buffer{}, &errb); code != 0 {
+			t.Fatalf("serve refuses the generated key: %s", errb.String())
+		}
 	}
 }

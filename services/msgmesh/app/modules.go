@@ -34,6 +34,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
+	"github.com/msgmesh/msgmesh/services/msgmesh/apidocs"
 	"github.com/msgmesh/msgmesh/services/realtime"
 )
 
@@ -305,6 +306,8 @@ func (a *App) initServer(ctx context.Context) error {
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
+	// The contract (GET /openapi.yaml) and the API page (GET /docs).
+	apidocs.Routes(e, apidocs.Bundle())
 	authn := &auth.Authenticator{State: a.clog.State(), OperatorKey: a.cfg.OperatorKey, Now: a.now, MaxTokenTTL: a.cfg.Tokens.MaxTTL}
 	a.authn = authn
 	// EventSource and browser WebSockets cannot set headers: SSE and
