@@ -1,0 +1,46 @@
+package app
+
+import (
+	"net"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/msgmesh/msgmesh/services/mcp"
+)
+
+// mountMCP serves the MCP server over streamable HTTP at /mcp, behind the
+// API's authentication and rate limit. Each tool call acts with the
+// caller's own Bearer key or token through this node's own API (so
+// capabilities apply exactly as over HTTP, and watch_topic waits on the
+// node's realtime fan-out).
+func (a *App) mountMCP() error {
+	host, port, err := net.SplitHostPort(a.Addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	s, err := mcp.New(mcp.Config{
+		URL:        "http://" + net.JoinHostPort(host, port),
+		HTTPClient: &http.Client{},
+		Logger:     a.log.With("component", "mcp"),
+		Registerer: a.reg,
+	})
+	if err != nil {
+		return err
+	}
+	a.mcp = s
+	h := gin.WrapH(s.Handler())
+	a.api.POST("/mcp", h)
+	a.api.GET("/mcp", h)
+	a.api.DELETE("/mcp", h)
+	return nil
+}
+
+// MCP is the node's MCP server (its Waiters gauge is what tests read).
+func (a *App) MCP() *mcp.Server { return a.mcp }
