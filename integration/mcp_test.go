@@ -614,6 +614,13 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	if r.Status != http.StatusUnauthorized {
 		t.Fatalf("POST /mcp without a key: %d %s, want 401", r.Status, r.Body)
 	}
+	// Stateless: no standalone stream and no session (405, the API's error shape).
+	for _, method := range []string{"GET", "DELETE"} {
+		r := harness.Do(t, n.URL, method, "/mcp", c.AdminKey, nil)
+		if r.Status != http.StatusMethodNotAllowed || r.Header.Get("Allow") != "POST" || r.JSON(t)["code"] != "method_not_allowed" {
+			t.Fatalf("%s /mcp: %d %v %s, want 405 method_not_allowed with Allow: POST", method, r.Status, r.Header, r.Body)
+		}
+	}
 	for _, version := range []string{"", "2025-06-18"} {
 		cs := httpMCP(t, n.URL, c.AdminKey, version)
 		tools, err := cs.ListTools(context.Background(), nil)

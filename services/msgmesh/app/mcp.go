@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/services/mcp"
 )
 
@@ -35,10 +36,14 @@ func (a *App) mountMCP() error {
 		return err
 	}
 	a.mcp = s
-	h := gin.WrapH(s.Handler())
-	a.api.POST("/mcp", h)
-	a.api.GET("/mcp", h)
-	a.api.DELETE("/mcp", h)
+	a.api.POST("/mcp", gin.WrapH(s.Handler()))
+	// Stateless: no standalone stream, no session to end.
+	noMethod := func(c *gin.Context) {
+		c.Header("Allow", "POST")
+		httpapi.NoMethod(c)
+	}
+	a.api.GET("/mcp", noMethod)
+	a.api.DELETE("/mcp", noMethod)
 	return nil
 }
 
