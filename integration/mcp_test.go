@@ -659,6 +659,29 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 	wantNs(t, "woken over HTTP", w, 2)
 
+	// Stateless poll: the batch goes back as ack.
+	var polled struct {
+		Messages []map[string]any `json:"messages"`
+		Batch    string           `json:"batch"`
+	}
+	var ms []map[string]any
+	ack := ""
+	for deadline := time.Now().Add(20 * time.Second); len(ms) < 3 && time.Now().Before(deadline); {
+		ok(t, cs, "poll", map[string]any{"topic": "web", "group": "hg", "ack": ack}, &polled)
+		ms = append(ms, polled.Messages...)
+		if polled.Batch != "" {
+			ack = polled.Batch
+		}
+	}
+	if len(ms) != 3 {
+		t.Fatalf("HTTP poll: %d messages, want the 3 published", len(ms))
+	}
+	ok(t, cs, "poll", map[string]any{"topic": "web", "group": "hg", "ack": ack}, &polled)
+	if len(polled.Messages) != 0 {
+		t.Fatalf("HTTP poll after ack: %d messages again", len(polled.Messages))
+	}
+	toolErr(t, cs, "watch_topic", map[string]any{"topic": "web", "from": "middle"}, "from must be latest or earliest")
+
 	// A token downscoped to subscribe on another topic: 403 tool error.
 	tok := harness.Must(t, n.URL, "POST", "/v1/tokens", c.AdminKey, harness.TokenBody(60,
 		[]harness.Cap{{Ops: []string{"subscribe"}, Topics: []string{"other"}}}), http.StatusOK).JSON(t)["token"].(string)

@@ -63,6 +63,11 @@ func (s *Server) watch(ctx context.Context, c *msgmesh.Client, in WatchIn, progr
 	case max > maxMaxEvents:
 		max = maxMaxEvents
 	}
+	switch in.From {
+	case "", "latest", "earliest":
+	default:
+		return WatchOut{}, fmt.Errorf("from must be latest or earliest, got %q", in.From)
+	}
 	wait := s.cfg.DefaultWait
 	if in.WaitMs < 0 {
 		return WatchOut{}, errors.New("wait_ms must not be negative")
