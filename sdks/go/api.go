@@ -201,7 +201,8 @@ func decodeMessage(b []byte) (Message, error) {
 type PublishOptions struct {
 	// Room is the message's room ("" for none); one room keeps order.
 	Room string
-	// Headers are sent as record headers.
+	// Headers are sent as record headers, in order (duplicate keys and
+	// non-UTF-8 values need a server that reads the list form).
 	Headers Headers
 }
 
@@ -223,9 +224,36 @@ func (m OutgoingMessage) body() (map[string]any, error) {
 		b["room"] = m.Room
 	}
 	if len(m.Headers) > 0 {
-		b["headers"] = m.Headers
+		b["headers"] = outgoingHeaders(m.Headers)
 	}
 	return b, nil
+}
+
+// outgoingHeaders is the publish form of hs: a JSON object in order
+// ({"k": "v"}, which every server version reads) when the keys are unique
+// and every value is UTF-8, else the list form.
+func outgoingHeaders(hs Headers) any {
+	seen := make(map[string]bool, len(hs))
+	for _, h := range hs {
+		if h.Value == nil || seen[h.Key] {
+			return hs
+		}
+		seen[h.Key] = true
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, h := range hs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(h.Key)
+		v, _ := json.Marshal(*h.Value)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return json.RawMessage(b.Bytes())
 }
 
 // Publish appends data (marshalled as JSON) to topic. It returns the

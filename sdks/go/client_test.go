@@ -398,12 +398,16 @@ func TestPublishBodies(t *testing.T) {
 	if err != nil || cur != "0-0" {
 		t.Fatalf("Publish: %v %q", err, cur)
 	}
+	if _, err := c.Publish(ctx, "orders", 1, &PublishOptions{Headers: HeadersOf("z", "1", "a", "2")}); err != nil {
+		t.Fatal(err)
+	}
 	curs, err := c.PublishBatch(ctx, "orders", []OutgoingMessage{{Data: json.RawMessage(`[1]`)}, {Data: "x", Room: "q"}})
 	if err != nil || len(curs) != 2 {
 		t.Fatalf("PublishBatch: %v %v", err, curs)
 	}
 	want := []string{
 		`/v1/topics/orders/messages {"data":{"n":1},"headers":[{"key":"a","value":"1"},{"key":"bin","value_base64":"/w=="}],"room":"r"}`,
+		`/v1/topics/orders/messages {"data":1,"headers":{"z":"1","a":"2"}}`,
 		`/v1/topics/orders/messages {"messages":[{"data":[1]},{"data":"x","room":"q"}]}`,
 	}
 	if fmt.Sprint(bodies) != fmt.Sprint(want) {
