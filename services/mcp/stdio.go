@@ -32,10 +32,10 @@ func Main(args []string, getenv func(string) string, stdin io.Reader, stdout, st
 	for _, a := range args {
 		switch a {
 		case "-h", "--help", "help":
-			fmt.Fprint(stderr, Usage)
+			fmt.Fprint(stdout, Usage)
 			return 0
 		case "-v", "--version", "version":
-			fmt.Fprintln(stderr, "msgmesh mcp", version)
+			fmt.Fprintln(stdout, "msgmesh mcp", version)
 			return 0
 		default:
 			fmt.Fprintf(stderr, "msgmesh mcp: unexpected argument %q\n\n%s", a, Usage)

@@ -28,7 +28,7 @@ func (a *App) mountMCP() error {
 	}
 	s, err := mcp.New(mcp.Config{
 		URL:        "http://" + net.JoinHostPort(host, port),
-		HTTPClient: &http.Client{},
+		HTTPClient: loopbackClient(),
 		Logger:     a.log.With("component", "mcp"),
 		Registerer: a.reg,
 	})
@@ -45,6 +45,16 @@ func (a *App) mountMCP() error {
 	a.api.GET("/mcp", noMethod)
 	a.api.DELETE("/mcp", noMethod)
 	return nil
+}
+
+// loopbackClient sends the MCP tools' API calls to this node: enough idle
+// connections for concurrent agents (the default keeps 2 per host).
+func loopbackClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 256
+	return &http.Client{Transport: t}
 }
 
 // MCP is the node's MCP server (its Waiters gauge is what tests read).
