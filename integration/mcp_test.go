@@ -689,6 +689,26 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	toolErr(t, tcs, "watch_topic", map[string]any{"topic": "web", "wait_ms": 300}, "403")
 	toolErr(t, tcs, "publish", map[string]any{"topic": "web", "data": 1}, "403")
 
+	// Progress notifications reach an HTTP client (stateless: on the
+	// call's own response stream) every 5 s while it waits.
+	var progress atomic.Int64
+	pcs, err := mcp.NewClient(&mcp.Implementation{Name: "msgmesh-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
+	}).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: n.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{c.AdminKey, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcs.Close()
+	pp := &mcp.CallToolParams{Name: "watch_topic", Arguments: map[string]any{"topic": "web", "cursor": w.Cursor, "wait_ms": 5600}}
+	pp.SetProgressToken("http-watch")
+	if r, err := pcs.CallTool(context.Background(), pp); err != nil || r.IsError {
+		t.Fatalf("watch with a progress token: %v %v", err, r)
+	}
+	if progress.Load() < 1 {
+		t.Fatal("no progress notification over HTTP while watch_topic waited 5.6 s")
+	}
+
 	// An aborted call frees the node's waiter at once.
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
