@@ -54,14 +54,14 @@ func (s *Server) watchHandler(ctx context.Context, c *msgmesh.Client, in WatchIn
 // or id-only) moves the cursor only while the call still takes events, so
 // the returned cursor is exactly after the last event returned.
 func (s *Server) watch(ctx context.Context, c *msgmesh.Client, in WatchIn, progress func(elapsed, total time.Duration)) (WatchOut, error) {
-	max := in.MaxEvents
+	maxEvents := in.MaxEvents
 	switch {
-	case max < 0:
+	case maxEvents < 0:
 		return WatchOut{}, errors.New("max_events must be positive")
-	case max == 0:
-		max = defaultMaxEvents
-	case max > maxMaxEvents:
-		max = maxMaxEvents
+	case maxEvents == 0:
+		maxEvents = defaultMaxEvents
+	case maxEvents > maxMaxEvents:
+		maxEvents = maxMaxEvents
 	}
 	switch in.From {
 	case "", "latest", "earliest":
@@ -75,9 +75,9 @@ func (s *Server) watch(ctx context.Context, c *msgmesh.Client, in WatchIn, progr
 	if in.WaitMs > 0 {
 		wait = min(time.Duration(in.WaitMs)*time.Millisecond, s.cfg.MaxWait)
 	}
-	// The subscription's callbacks hand steps over; the channel is
-	// unbounded in effect only up to one stream read at a time: when the
-	// call returns, the subscription is closed before anything else.
+	// The subscription's callbacks hand its steps over in stream order (a
+	// full channel holds the stream back; nothing is dropped while the
+	// call takes events).
 	steps := make(chan step, 256)
 	subCtx, cancelSub := context.WithCancel(ctx)
 	defer cancelSub()
@@ -134,7 +134,7 @@ func (s *Server) watch(ctx context.Context, c *msgmesh.Client, in WatchIn, progr
 			case st.msg != nil:
 				out.Events = append(out.Events, eventOf(*st.msg))
 				needPos = true
-				if len(out.Events) >= max {
+				if len(out.Events) >= maxEvents {
 					out.Cursor = positionAfter(steps, sub)
 					return out, nil
 				}
