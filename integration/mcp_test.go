@@ -680,7 +680,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	if len(polled.Messages) != 0 {
 		t.Fatalf("HTTP poll after ack: %d messages again", len(polled.Messages))
 	}
-	toolErr(t, cs, "watch_topic", map[string]any{"topic": "web", "from": "middle"}, "from must be latest or earliest")
+	toolErr(t, cs, "watch_topic", map[string]any{"topic": "web", "from": "middle"}, "middle")
 
 	// A token downscoped to subscribe on another topic: 403 tool error.
 	tok := harness.Must(t, n.URL, "POST", "/v1/tokens", c.AdminKey, harness.TokenBody(60,

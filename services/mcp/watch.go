@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	msgmesh "github.com/msgmesh/msgmesh/sdks/go"
@@ -36,8 +37,22 @@ type WatchOut struct {
 	TimedOut bool   `json:"timed_out" jsonschema:"true: nothing new arrived within wait_ms (not an error); call again with cursor"`
 }
 
+// watchInputSchema is WatchIn's inferred schema with its limits: from's
+// two values, positive max_events, non-negative wait_ms (larger values
+// than the caps are capped, not refused).
+func watchInputSchema() *jsonschema.Schema {
+	sc, err := jsonschema.For[WatchIn](nil)
+	if err != nil {
+		panic(err)
+	}
+	sc.Properties["from"].Enum = []any{"latest", "earliest"}
+	sc.Properties["max_events"].Minimum = ptr(1.0)
+	sc.Properties["wait_ms"].Minimum = ptr(0.0)
+	return sc
+}
+
 func (s *Server) addWatch() {
-	mcp.AddTool(s.srv, &mcp.Tool{Name: ToolWatchTopic,
+	mcp.AddTool(s.srv, &mcp.Tool{Name: ToolWatchTopic, InputSchema: watchInputSchema(),
 		Description: "Wait for new events on a topic (or one room of it). Returns as soon as at least one new event exists after cursor " +
 			"(gathering a few more for a moment, up to max_events), or after wait_ms with timed_out: true. Always pass the returned cursor " +
 			"to the next call: you receive every event exactly once, even across restarts. Woken by the publish itself, not by polling.",
