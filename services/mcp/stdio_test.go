@@ -3,8 +3,8 @@ package mcp
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 )
