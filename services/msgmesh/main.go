@@ -39,6 +39,7 @@ const usage = `usage: msgmesh serve [flags]      run MsgMesh (msgmesh serve --he
        msgmesh keys create|list|revoke   manage API keys on a running node (msgmesh keys --help)
        msgmesh token              mint a short-lived token on a running node (msgmesh token --help)
        msgmesh secrets new-key FILE | key-id FILE   make or identify a key-encryption key (secrets.key_file)
+       msgmesh mcp                the MCP server over stdio (env MQ_API_KEY, MQ_URL)
        msgmesh version`
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -57,11 +58,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stdout, stderr)
 	case "secrets":
 		return secrets(args[1:], stdout, stderr)
+	case "mcp":
+		return mcpCommand(args[1:], stdout, stderr)
 	case "help", "--help", "-h":
 		fmt.Fprintln(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "msgmesh: unknown command %q (want serve, genkey, keys, token, secrets or version)\n", args[0])
+	fmt.Fprintf(stderr, "msgmesh: unknown command %q (want serve, genkey, keys, token, secrets, mcp or version)\n", args[0])
 	return 2
 }
 

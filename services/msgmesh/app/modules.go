@@ -34,6 +34,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
+	"github.com/msgmesh/msgmesh/services/mcp"
 	"github.com/msgmesh/msgmesh/services/msgmesh/apidocs"
 	"github.com/msgmesh/msgmesh/services/realtime"
 )
@@ -104,6 +105,7 @@ type App struct {
 	gw         *gateway.Gateway
 	rt         *realtime.Service
 	wh         *webhookParts // dispatcher.go
+	mcp        *mcp.Server   // mcp.go
 	authn      *auth.Authenticator
 
 	services []service
@@ -322,6 +324,9 @@ func (a *App) initServer(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", a.cfg.HTTP.Addr, err)
 	}
 	a.listener, a.Addr = ln, ln.Addr().String()
+	if err := a.mountMCP(); err != nil {
+		return err
+	}
 	a.server = &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: a.cfg.HTTP.ReadHeaderTimeout,

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"net"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/services/mcp"
+)
+
+// mountMCP serves the MCP server over streamable HTTP at /mcp, behind the
+// API's authentication and rate limit. Each tool call acts with the
+// caller's own Bearer key or token through this node's own API (so
+// capabilities apply exactly as over HTTP, and watch_topic waits on the
+// node's realtime fan-out).
+func (a *App) mountMCP() error {
+	host, port, err := net.SplitHostPort(a.Addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	s, err := mcp.New(mcp.Config{
+		URL:        "http://" + net.JoinHostPort(host, port),
+		HTTPClient: loopbackClient(),
+		Logger:     a.log.With("component", "mcp"),
+		Registerer: a.reg,
+	})
+	if err != nil {
+		return err
+	}
+	a.mcp = s
+	a.api.POST("/mcp", gin.WrapH(s.Handler()))
+	// Stateless: no standalone stream, no session to end.
+	noMethod := func(c *gin.Context) {
+		c.Header("Allow", "POST")
+		httpapi.NoMethod(c)
+	}
+	a.api.GET("/mcp", noMethod)
+	a.api.DELETE("/mcp", noMethod)
+	return nil
+}
+
+// loopbackClient sends the MCP tools' API calls to this node: enough idle
+// connections for concurrent agents (the default keeps 2 per host).
+func loopbackClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 256
+	return &http.Client{Transport: t}
+}
+
+// MCP is the node's MCP server (its Waiters gauge is what tests read).
+func (a *App) MCP() *mcp.Server { return a.mcp }
