@@ -171,6 +171,12 @@ type Request struct {
 	// (a member that is still joining its group has nothing); negative is
 	// invalid.
 	Wait time.Duration
+
+	// Ack is the ID of the member's outstanding batch (Batch.ID of the
+	// previous answer) when the client processed it: it is committed and
+	// new records are returned. Empty, or any other value, leaves the
+	// outstanding batch unacknowledged and Poll returns it again.
+	Ack string
 }
 
 func (r Request) normalize() (Request, error) {
