@@ -60,10 +60,10 @@ type member struct {
 	lastUsed time.Time // end of the last call or batch resolution
 
 	mu       sync.Mutex
-	closeErr error                     // why the member closes; set before ctx is canceled
-	closed   bool                      // client closed or closing with op held
-	owned    map[int32]bool            // partitions currently assigned
-	gen      map[int32]uint64          // bumped when a partition is revoked or lost
+	closeErr error            // why the member closes; set before ctx is canceled
+	closed   bool             // client closed or closing with op held
+	owned    map[int32]bool   // partitions currently assigned
+	gen      map[int32]uint64 // bumped when a partition is revoked or lost
 	buf      []*kgo.Record    // fetched, not yet handed out; front first
 	unacked  *Batch           // the outstanding batch: handed out, not acknowledged
 	served   map[int32]int64  // highest offset handed out since the partition was assigned
@@ -77,15 +77,15 @@ type member struct {
 func newMember(mg *Manager, key Key) (*member, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{
-		key:     key,
-		mgr:     mg,
-		log:     mg.log.With("group", key.Group, "topic", key.Topic, "consumer", key.Consumer),
-		op:      newOpLock(),
-		ctx:     ctx,
-		cancel:  cancel,
-		owned:   make(map[int32]bool),
-		gen:     make(map[int32]uint64),
-		served:  make(map[int32]int64),
+		key:    key,
+		mgr:    mg,
+		log:    mg.log.With("group", key.Group, "topic", key.Topic, "consumer", key.Consumer),
+		op:     newOpLock(),
+		ctx:    ctx,
+		cancel: cancel,
+		owned:  make(map[int32]bool),
+		gen:    make(map[int32]uint64),
+		served: make(map[int32]int64),
 
 		batchPrefix: newBatchPrefix(),
 	}

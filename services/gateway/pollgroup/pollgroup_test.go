@@ -563,7 +563,9 @@ func TestPollWithoutAckDeliversTheBatchAgain(t *testing.T) {
 	req.Ack = b1.ID
 	b2 := pollOne(t, mg, req)
 	b2.Delivered()
-	if b2.ID == b1.ID || slices.ContainsFunc(b2.Records, func(r *kgo.Record) bool { return slices.ContainsFunc(b1.Records, func(o *kgo.Record) bool { return same(r, o) }) }) {
+	if b2.ID == b1.ID || slices.ContainsFunc(b2.Records, func(r *kgo.Record) bool {
+		return slices.ContainsFunc(b1.Records, func(o *kgo.Record) bool { return same(r, o) })
+	}) {
 		t.Fatalf("after ack of %s got batch %s %v, want new records", b1.ID, b2.ID, cursors(b2.Records))
 	}
 	if c, w := e.committed(t, key.Group, topic), nextOffsets(b1.Records); !equalOffsets(c, w) {
