@@ -88,13 +88,13 @@ type DeadLetter struct {
 	Topic     string  `json:"topic"`
 	Room      *string `json:"room"`
 	// OriginalCursor is where the message was in its topic.
-	OriginalCursor string            `json:"original_cursor"`
-	Data           json.RawMessage   `json:"data,omitempty"`
-	DataBase64     string            `json:"data_base64,omitempty"`
-	Headers        []message.Header  `json:"headers"`
-	PublishedAt    string            `json:"published_at"`
-	DeadLetteredAt string            `json:"dead_lettered_at"`
-	Attempts       int               `json:"attempts"`
+	OriginalCursor string           `json:"original_cursor"`
+	Data           json.RawMessage  `json:"data,omitempty"`
+	DataBase64     string           `json:"data_base64,omitempty"`
+	Headers        []message.Header `json:"headers"`
+	PublishedAt    string           `json:"published_at"`
+	DeadLetteredAt string           `json:"dead_lettered_at"`
+	Attempts       int              `json:"attempts"`
 	// LastStatus is the last HTTP status (0 when the last attempt got no
 	// answer); LastError what went wrong then.
 	LastStatus int    `json:"last_status,omitempty"`

@@ -43,8 +43,8 @@ const reservedHeaderPrefix = "msgmesh-"
 
 // publishMessage is one message of a JSON publish body.
 type publishMessage struct {
-	Data    json.RawMessage   `json:"data"`
-	Room    *string           `json:"room,omitempty"`
+	Data    json.RawMessage `json:"data"`
+	Room    *string         `json:"room,omitempty"`
 	Headers *publishHeaders `json:"headers,omitempty"`
 }
 
