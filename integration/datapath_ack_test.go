@@ -157,3 +157,36 @@ func TestDataPathFirstPollAfterRestartGetsBacklog(t *testing.T) {
 		h.Poll(t, n.URL, key, topic, h.PollReq{Group: group, Consumer: "c1", Max: 10, WaitMs: 1})
 	}
 }
+
+// After msgmesh is killed (no LeaveGroup), the restarted process's first
+// poll gets the backlog within its wait instead of waiting for Kafka to
+// expire the dead member's session (poll.session_timeout, 10 s here):
+// each poll consumer is a static member of its group (KIP-345) whose
+// restarted successor takes its place at once (issue 18 item 7).
+func TestDataPathFirstPollAfterKillGetsBacklog(t *testing.T) {
+	const topic, group = "killed", "g-killed"
+	c := h.NewCluster(t)
+	addr := h.FreeAddr(t)
+	env := c.EnvFor(addr)
+	p := h.StartProcess(t, addr, env)
+	key := c.AdminKey
+	h.CreateTopic(t, p.URL, key, topic, 3)
+	first := publishRoom(t, p.URL, key, topic, "r1", 0, 2)
+	if ms := h.Poll(t, p.URL, key, topic, h.PollReq{Group: group, Consumer: "c1", WaitMs: 10000}); len(ms) == 0 {
+		t.Fatalf("first poll got nothing; want %v", first)
+	}
+	h.Poll(t, p.URL, key, topic, h.PollReq{Group: group, Consumer: "c1", WaitMs: 1}) // ack
+	for i := range 3 {
+		backlog := publishRoom(t, p.URL, key, topic, fmt.Sprintf("k%d", i), 10*(i+1), 2)
+		p.Kill()
+		p = h.StartProcess(t, addr, env)
+		start := time.Now()
+		ms := h.Poll(t, p.URL, key, topic, h.PollReq{Group: group, Consumer: "c1", WaitMs: 5000})
+		if len(ms) == 0 {
+			t.Fatalf("kill %d: first poll answered [] after %v with a backlog of %v", i, time.Since(start).Round(time.Millisecond), backlog)
+		}
+		sameCursors(t, fmt.Sprintf("kill %d: first poll", i), ms, backlog)
+		t.Logf("kill %d: first poll answered in %v", i, time.Since(start).Round(time.Millisecond))
+		h.Poll(t, p.URL, key, topic, h.PollReq{Group: group, Consumer: "c1", WaitMs: 1}) // ack
+	}
+}

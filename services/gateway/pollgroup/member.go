@@ -46,9 +46,11 @@ var canceledCtx = func() context.Context {
 type member struct {
 	key Key
 	mgr *Manager
-	log *slog.Logger
-	cl  *kgo.Client
-	op  *opLock
+	// instanceID is the static group.instance.id, "" for a dynamic member.
+	instanceID string
+	log        *slog.Logger
+	cl         *kgo.Client
+	op         *opLock
 
 	// ctx lives as long as the member; close cancels it, which ends a
 	// parked long-poll.
@@ -95,6 +97,10 @@ func newMember(mg *Manager, key Key) (*member, error) {
 		kgo.WithLogger(kgoLogger{m.log}),
 	}
 	opts = append(opts, mg.cfg.ClientOpts...)
+	if p := mg.cfg.InstanceIDPrefix; p != "" {
+		m.instanceID = p + "-" + key.Consumer
+		opts = append(opts, kgo.InstanceID(m.instanceID))
+	}
 	opts = append(opts,
 		kgo.ConsumerGroup(key.Group),
 		kgo.ConsumeTopics(key.Topic),
@@ -506,12 +512,41 @@ func (m *member) close(ctx context.Context, reason error) {
 	m.unacked = nil
 	m.mu.Unlock()
 	m.cl.AllowRebalance()
+	memberID, _ := m.cl.GroupMetadata()
 	if err := m.cl.LeaveGroupContext(ctx); err != nil {
 		m.log.Debug("pollgroup: leave group", "err", err)
+	}
+	if m.instanceID != "" {
+		m.leaveStatic(ctx, memberID)
 	}
 	m.cl.Close()
 	if lockErr == nil {
 		m.op.unlock()
+	}
+}
+
+// leaveStatic removes the static member from its group (franz-go sends no
+// LeaveGroup for one), so its partitions move on at once. With memberID
+// set, Kafka refuses (FENCED_INSTANCE_ID) if a successor with the same
+// instance id has already taken the place, which is then left alone.
+func (m *member) leaveStatic(ctx context.Context, memberID string) {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = m.key.Group
+	lm := kmsg.NewLeaveGroupRequestMember()
+	lm.MemberID = memberID
+	lm.InstanceID = &m.instanceID
+	req.Members = append(req.Members, lm)
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+		for _, r := range resp.Members {
+			if e := kerr.ErrorForCode(r.ErrorCode); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	if err != nil {
+		m.log.Debug("pollgroup: leave group (static member)", "instance_id", m.instanceID, "err", err)
 	}
 }
 

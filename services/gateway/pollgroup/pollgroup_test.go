@@ -905,3 +905,55 @@ func TestErrors(t *testing.T) {
 		t.Error("New registered the same collectors twice without error")
 	}
 }
+
+// A static member (InstanceIDPrefix) still leaves its group when closed:
+// the group is empty at once, not after the session timeout.
+func TestStaticMemberLeavesOnClose(t *testing.T) {
+	e := newEnv(t)
+	topic := e.topic(t)
+	e.produce(t, spread(topic, 10, 10)...)
+	group := kafkatest.Name("g")
+	req := Request{Key: Key{Group: group, Topic: topic, Consumer: "c1"}, Wait: longPoll}
+	mg, err := New(Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, SessionTimeout: 30 * time.Second, InstanceIDPrefix: "node-a", Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollOne(t, mg, req).Delivered()
+	members := func() (int, []string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		gs, err := e.adm.DescribeGroups(ctx, group)
+		if err != nil {
+			t.Fatalf("DescribeGroups: %v", err)
+		}
+		var ids []string
+		for _, m := range gs[group].Members {
+			if m.InstanceID != nil {
+				ids = append(ids, *m.InstanceID)
+			}
+		}
+		return len(gs[group].Members), ids
+	}
+	if n, ids := members(); n != 1 || !slices.Equal(ids, []string{"node-a-c1"}) {
+		t.Fatalf("group has %d members with instance ids %v, want one static member node-a-c1", n, ids)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	closed := time.Now()
+	if err := mg.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for {
+		n, _ := members()
+		if n == 0 {
+			break
+		}
+		if time.Since(closed) > 10*time.Second {
+			t.Fatalf("static member still in the group %v after Close (session timeout 30s)", time.Since(closed))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := New(Config{InstanceIDPrefix: "bad prefix"}); err == nil {
+		t.Error("New accepted an instance id prefix with a space")
+	}
+}
