@@ -355,7 +355,7 @@ func (m *member) settle(ctx context.Context, ack string) (*Batch, error) {
 		}
 	}
 	m.mu.Lock()
-	if m.unacked == u {
+	if m.unacked != nil && m.unacked.ID == u.ID { // commit may have replaced it by its rest
 		m.unacked = nil
 	}
 	m.mu.Unlock()
