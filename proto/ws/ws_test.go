@@ -46,12 +46,13 @@ func TestFramesSchema(t *testing.T) {
 		`{"type":"pong"}`,
 	}
 	invalid := []string{
+		// headers are a list of {"key","value"|"value_base64"}, not an object
+		`{"type":"message","id":"s1","position":"e.1","message":{"cursor":"0-1","room":null,"data":1,"headers":{"content-type":"application/json"},"published_at":"2026-11-30T10:00:00.000Z"}}`,
 		`{"type":"subscribe","topic":"orders"}`,
 		`{"type":"subscribe","id":"s1","topic":"a.b"}`,
 		`{"type":"message","id":"s1","position":"nope","message":{}}`,
 		`{"type":"resync","id":"s1","reason":"because","position":"e.1"}`,
 		`{"type":"shout"}`,
-		`{"type":"message","id":"s1","position":"e.1","message":{"cursor":"0-1","room":null,"data":1,"headers":{"content-type":"application/json"},"published_at":"2026-11-30T10:00:00.000Z"}}`,
 	}
 	for _, f := range valid {
 		v, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(f)))

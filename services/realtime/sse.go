@@ -59,7 +59,7 @@ func credential(c *gin.Context) string {
 //
 //	retry: <ms>
 //	id: <position>
-//	data: {"cursor":"p-o","room":...,"data":...,"headers":[{"key","value"|"value_base64"}...],"published_at":"..."}
+//	data: {"cursor":"p-o","room":...,"data":...,"headers":[...],"published_at":"..."}
 //
 //	event: msgmesh-resync
 //	id: <position>
