@@ -22,6 +22,10 @@
 // expires or closes, after a rebalance moves its partition, or after a
 // restart.
 //
+// With Config.InstanceIDPrefix the members are static (KIP-345): a process
+// restarted after a crash takes its members' places at once instead of
+// waiting out their sessions; members leave explicitly when closed.
+//
 // franz-go is used with DisableAutoCommit and BlockRebalanceOnPoll; every
 // commit happens while rebalances are blocked and only for partitions the
 // member owns, and the block is always lifted before a call returns, never
