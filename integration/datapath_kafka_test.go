@@ -66,7 +66,7 @@ func TestDataPathKcatInterop(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("polled\n %+v\nwant\n %+v", got, want)
 	}
-	if ct := ms[1].Headers["content-type"]; ct != "text/plain" {
+	if ct := ms[1].Header("content-type"); ct != "text/plain" {
 		t.Errorf("raw publish's content-type header %q, want text/plain", ct)
 	}
 }

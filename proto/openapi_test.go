@@ -87,6 +87,7 @@ var statusResponse = map[int]string{
 	400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
 	409: "Conflict", 413: "PayloadTooLarge", 415: "UnsupportedMediaType", 422: "UnprocessableEntity",
 	429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
+	417: "ExpectationFailed", 431: "RequestHeaderFieldsTooLarge", 501: "NotImplemented", 505: "HTTPVersionNotSupported",
 }
 
 // Each shared error response narrows code to exactly the catalog codes of

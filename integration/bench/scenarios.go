@@ -406,7 +406,7 @@ type polled struct {
 // order: {"cursor":"p-o","room":...,"data":<value>,"headers":...}. ok is
 // false when the body does not look like that.
 func scanPoll(b []byte) (out []polled, ok bool) {
-	const cur, data, hdr = `{"cursor":"`, `,"data":`, `,"headers":{`
+	const cur, data, hdr = `{"cursor":"`, `,"data":`, `,"headers":[`
 	if !bytes.HasPrefix(b, []byte(`{"messages":[`)) {
 		return nil, false
 	}
@@ -438,11 +438,12 @@ func scanPoll(b []byte) (out []polled, ok bool) {
 }
 
 // httpPoll consumes n messages with one consumer of a new group: each
-// poll acknowledges the previous batch, as the API documents.
+// poll acknowledges the previous batch by its id ("ack"), as the API
+// documents.
 func (e *env) httpPoll(topic string, n, max, waitMs int, timeout time.Duration) result {
 	r := result{ID: "http-poll", Name: "HTTP poll, one consumer", Shape: fmt.Sprintf("max=%d, wait_ms=%d, sequential", max, waitMs),
 		Lat: &hist{}, LatWhat: "request"}
-	body, _ := json.Marshal(map[string]any{"group": "benchpoll", "consumer": "c1", "max": max, "wait_ms": waitMs})
+	ack := ""
 	path := "/v1/topics/" + topic + "/poll"
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -453,6 +454,7 @@ func (e *env) httpPoll(topic string, n, max, waitMs int, timeout time.Duration) 
 	start := time.Now()
 	for r.Msgs < int64(n) && ctx.Err() == nil {
 		t0 := time.Now()
+		body, _ := json.Marshal(map[string]any{"group": "benchpoll", "consumer": "c1", "max": max, "wait_ms": waitMs, "ack": ack})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.base+path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+e.srv.key)
@@ -489,6 +491,11 @@ func (e *env) httpPoll(topic string, n, max, waitMs int, timeout time.Duration) 
 		msgs, ok := scanPoll(b)
 		if !ok {
 			bad++
+		}
+		if i := bytes.LastIndex(b, []byte(`,"batch":"`)); i >= 0 {
+			if id, _, found := bytes.Cut(b[i+len(`,"batch":"`):], []byte(`"`)); found {
+				ack = string(id)
+			}
 		}
 		if len(msgs) > 0 && firstRecord == 0 {
 			firstRecord = time.Since(start)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,12 +63,30 @@ func CreateTopic(t testing.TB, base, key, name string, partitions int) Topic {
 
 // Msg is one polled message.
 type Msg struct {
-	Cursor      string            `json:"cursor"`
-	Room        *string           `json:"room"`
-	Data        json.RawMessage   `json:"data"`
-	DataBase64  *string           `json:"data_base64"`
-	Headers     map[string]string `json:"headers"`
-	PublishedAt string            `json:"published_at"`
+	Cursor      string          `json:"cursor"`
+	Room        *string         `json:"room"`
+	Data        json.RawMessage `json:"data"`
+	DataBase64  *string         `json:"data_base64"`
+	Headers     []Header        `json:"headers"`
+	PublishedAt string          `json:"published_at"`
+}
+
+// Header is one message header: Value, or ValueBase64 for bytes that are
+// not UTF-8.
+type Header struct {
+	Key         string  `json:"key"`
+	Value       *string `json:"value"`
+	ValueBase64 *string `json:"value_base64"`
+}
+
+// Header returns the first value of the header key ("" if none).
+func (m Msg) Header(key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key && h.Value != nil {
+			return *h.Value
+		}
+	}
+	return ""
 }
 
 // RoomName is the room, "" when null.
@@ -108,6 +127,20 @@ type PollReq struct {
 	Max      int
 	MaxBytes int
 	WaitMs   int
+	// Ack is sent as "ack". Empty means the "batch" of the last answer that
+	// PollE read for the same credential, topic, group and consumer (as the
+	// SDKs do), unless NoAck is set.
+	Ack   string
+	NoAck bool
+}
+
+// acks holds the last "batch" PollE read per ackKey.
+var acks sync.Map
+
+type ackKey struct{ cred, topic, group, consumer string }
+
+func (r PollReq) ackKey(cred, topic string) ackKey {
+	return ackKey{cred, topic, r.Group, r.Consumer}
 }
 
 func (r PollReq) body() map[string]any {
@@ -123,6 +156,9 @@ func (r PollReq) body() map[string]any {
 	}
 	if r.WaitMs > 0 {
 		b["wait_ms"] = r.WaitMs
+	}
+	if r.Ack != "" {
+		b["ack"] = r.Ack
 	}
 	return b
 }
@@ -164,25 +200,49 @@ func DoE(ctx context.Context, base, method, path, key string, body any, contentT
 	return resp.StatusCode, raw, err
 }
 
-// PollE polls topic; any status but 200 is an error.
+// PollAnswer is a poll's answer.
+type PollAnswer struct {
+	Messages []Msg  `json:"messages"`
+	Batch    string `json:"batch"`
+}
+
+// PollE polls topic, acknowledging the last batch it read for the same
+// consumer (see PollReq.Ack); any status but 200 is an error.
 func PollE(ctx context.Context, base, key, topic string, req PollReq) ([]Msg, error) {
+	a, err := PollBatchE(ctx, base, key, topic, req)
+	return a.Messages, err
+}
+
+// PollBatchE is PollE returning the whole answer. It checks the batch rule:
+// a non-empty answer has "batch", an empty one has not.
+func PollBatchE(ctx context.Context, base, key, topic string, req PollReq) (PollAnswer, error) {
+	ak := req.ackKey(key, topic)
+	if req.Ack == "" && !req.NoAck {
+		if v, ok := acks.Load(ak); ok {
+			req.Ack = v.(string)
+		}
+	}
 	st, raw, err := DoE(ctx, base, "POST", "/v1/topics/"+topic+"/poll", key, req.body(), "")
 	if err != nil {
-		return nil, err
+		return PollAnswer{}, err
 	}
 	if st != http.StatusOK {
-		return nil, fmt.Errorf("poll: status %d: %s", st, raw)
+		return PollAnswer{}, fmt.Errorf("poll: status %d: %s", st, raw)
 	}
-	var out struct {
-		Messages []Msg `json:"messages"`
-	}
+	var out PollAnswer
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("poll answer %q: %v", raw, err)
+		return PollAnswer{}, fmt.Errorf("poll answer %q: %v", raw, err)
 	}
 	if out.Messages == nil {
-		return nil, fmt.Errorf("poll answer %q has no \"messages\" array", raw)
+		return PollAnswer{}, fmt.Errorf("poll answer %q has no \"messages\" array", raw)
 	}
-	return out.Messages, nil
+	if (len(out.Messages) > 0) != (out.Batch != "") {
+		return PollAnswer{}, fmt.Errorf("poll answer %q: want \"batch\" exactly when there are messages", raw)
+	}
+	if out.Batch != "" {
+		acks.Store(ak, out.Batch)
+	}
+	return out, nil
 }
 
 // Poll is PollE failing t on error (call it from the test goroutine).

@@ -54,6 +54,11 @@ var (
 	CodeTooManySubs       = Code{429, "too_many_subscribers", "This node holds its maximum number of realtime subscribers. Retry after Retry-After, ideally against another node."}
 	CodeWebhookNotFound   = Code{404, "webhook_not_found", "The webhook does not exist in this tenant (deleting is final; a re-registered URL is a new webhook)."}
 	CodeTargetRefused     = Code{422, "webhook_target_refused", "The webhook URL is not a public https target: it is malformed, does not resolve, or resolves to a loopback, private, link-local, metadata or otherwise internal address. The message names the reason; register a public https URL."}
+	// net/http's own answers to requests it cannot parse (ErrorFormatListener).
+	CodeExpectationFailed = Code{417, "expectation_failed", "The request has an Expect header other than 100-continue, which the server cannot meet. Send it without."}
+	CodeHeadersTooLarge   = Code{431, "request_headers_too_large", "The request line and headers are over the server's limit (1 MiB). Send fewer or smaller headers."}
+	CodeNotImplemented    = Code{501, "not_implemented", "The request uses a transfer coding other than chunked. Send a Content-Length or chunked body."}
+	CodeHTTPVersion       = Code{505, "http_version_not_supported", "The request is not HTTP/1.x. Use HTTP/1.1."}
 )
 
 // Catalog lists every code, for docs and the OpenAPI check.
@@ -64,6 +69,7 @@ var Catalog = []Code{
 	CodeUnsupportedMedia, CodeValidation, CodeRateLimited, CodeQuotaExceeded, CodeTooManyConsumers, CodeInternal,
 	CodeKafkaUnavailable, CodeNotReady, CodeShuttingDown, CodeInvalidCursor, CodeTooManySubs,
 	CodeWebhookNotFound, CodeTargetRefused,
+	CodeExpectationFailed, CodeHeadersTooLarge, CodeNotImplemented, CodeHTTPVersion,
 }
 
 // Error is an API error: a catalog code, a message for the client, and

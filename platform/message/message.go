@@ -21,12 +21,15 @@ const HeaderContentType = "content-type"
 // Append appends the JSON of one message, the same shape poll
 // answers (proto/openapi.yaml Message):
 //
-//	{"cursor":"0-5","room":"r1","data":{...},"headers":{...},"published_at":"..."}
+//	{"cursor":"0-5","room":"r1","data":{...},"headers":[{"key":"k","value":"v"}],"published_at":"..."}
 //
 // A value goes out verbatim as "data" when its content-type header is JSON
-// (or, with none, when it is valid JSON: checked, because invalid bytes
-// would corrupt the whole response), else as "data_base64". A record
-// without a key has "room": null.
+// (or, with none, when it looks like JSON) and it is valid JSON in valid
+// UTF-8 (RFC 8259 section 8.1; checked, because invalid bytes written by
+// any Kafka tool would corrupt the whole response), else as "data_base64".
+// A record without a key has "room": null. Headers keep the record's order
+// and duplicates (see AppendHeaders). The output is always valid JSON:
+// invalid UTF-8 in the room or a header key becomes U+FFFD.
 func Append(b []byte, r *kgo.Record) []byte {
 	b = append(b, `{"cursor":"`...)
 	b = strconv.AppendInt(b, int64(r.Partition), 10)
@@ -38,13 +41,7 @@ func Append(b []byte, r *kgo.Record) []byte {
 	} else {
 		b = appendString(b, r.Key)
 	}
-	ct, hasCT := "", false
-	for _, h := range r.Headers {
-		if h.Key == HeaderContentType {
-			ct, hasCT = string(h.Value), true
-		}
-	}
-	if (hasCT && IsJSON(ct) || !hasCT) && json.Valid(r.Value) {
+	if IsJSONValue(r.Headers, r.Value) {
 		b = append(b, `,"data":`...)
 		b = append(b, r.Value...)
 	} else {
@@ -52,18 +49,83 @@ func Append(b []byte, r *kgo.Record) []byte {
 		b = base64.StdEncoding.AppendEncode(b, r.Value)
 		b = append(b, '"')
 	}
-	b = append(b, `,"headers":{`...)
-	for j, h := range r.Headers {
-		if j > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, []byte(h.Key))
-		b = append(b, ':')
-		b = appendString(b, h.Value)
-	}
-	b = append(b, `},"published_at":"`...)
+	b = append(b, `,"headers":`...)
+	b = AppendHeaders(b, r.Headers)
+	b = append(b, `,"published_at":"`...)
 	b = r.Timestamp.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
 	return append(b, `"}`...)
+}
+
+// IsJSONValue reports whether a record's value goes out as "data": its
+// content-type header (the last one) is JSON or absent, and the value is
+// valid JSON in valid UTF-8.
+func IsJSONValue(headers []kgo.RecordHeader, value []byte) bool {
+	var ct []byte
+	hasCT := false
+	for i := range headers {
+		if headers[i].Key == HeaderContentType {
+			ct, hasCT = headers[i].Value, true
+		}
+	}
+	if hasCT && string(ct) != "application/json" && !IsJSON(string(ct)) {
+		return false
+	}
+	return utf8.Valid(value) && json.Valid(value)
+}
+
+// AppendHeaders appends headers as the JSON list every message carries,
+// in record order with duplicates kept:
+//
+//	[{"key":"k","value":"v"},{"key":"k","value_base64":"/w=="}]
+//
+// A value that is valid UTF-8 is "value"; any other is "value_base64"
+// (standard encoding, padded), so bytes survive. A nil value (Kafka's null
+// header value) is "value": "". Invalid UTF-8 in a key becomes U+FFFD (Kafka
+// defines header keys as strings). No headers: [].
+func AppendHeaders(b []byte, hs []kgo.RecordHeader) []byte {
+	b = append(b, '[')
+	for i := range hs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendString(b, []byte(hs[i].Key))
+		if v := hs[i].Value; utf8.Valid(v) {
+			b = append(b, `,"value":`...)
+			b = appendString(b, v)
+		} else {
+			b = append(b, `,"value_base64":"`...)
+			b = base64.StdEncoding.AppendEncode(b, v)
+			b = append(b, '"')
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// Header is one header as a JSON message shows it: Value for a value in
+// valid UTF-8, ValueBase64 (standard encoding) for any other.
+type Header struct {
+	Key         string  `json:"key"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 *string `json:"value_base64,omitempty"`
+}
+
+// Headers returns hs as AppendHeaders shows them, for encoders built on
+// encoding/json; never nil.
+func Headers(hs []kgo.RecordHeader) []Header {
+	out := make([]Header, len(hs))
+	for i, h := range hs {
+		out[i].Key = strings.ToValidUTF8(h.Key, "\uFFFD")
+		if utf8.Valid(h.Value) {
+			v := string(h.Value)
+			out[i].Value = &v
+		} else {
+			v := base64.StdEncoding.EncodeToString(h.Value)
+			out[i].ValueBase64 = &v
+		}
+	}
+	return out
 }
 
 // Encode is Append into a fresh slice.

@@ -3,8 +3,11 @@ package message
 import (
 	"encoding/base64"
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -28,6 +31,10 @@ func TestEncode(t *testing.T) {
 			map[string]any{"data_base64": base64.StdEncoding.EncodeToString([]byte(`{"a":`))}, ""},
 		{"awkward room and headers", &kgo.Record{Key: []byte("a\"b\n\xff"), Value: []byte("1"), Timestamp: at, Headers: []kgo.RecordHeader{{Key: "x\\y", Value: []byte("<&>")}}},
 			map[string]any{"room": "a\"b\n\ufffd", "data": float64(1)}, ""},
+		{"valid JSON bytes with invalid UTF-8 inside a string is base64", &kgo.Record{Value: []byte("{\"a\":\"\xff\xfe\"}"), Timestamp: at, Headers: []kgo.RecordHeader{{Key: HeaderContentType, Value: []byte("application/json")}}},
+			map[string]any{"data_base64": base64.StdEncoding.EncodeToString([]byte("{\"a\":\"\xff\xfe\"}"))}, ""},
+		{"same without a content type", &kgo.Record{Value: []byte("\"\xc3\""), Timestamp: at},
+			map[string]any{"data_base64": base64.StdEncoding.EncodeToString([]byte("\"\xc3\""))}, ""},
 	}
 	for _, c := range cases {
 		out := Encode(c.rec)
@@ -47,5 +54,58 @@ func TestEncode(t *testing.T) {
 				t.Errorf("%s: data %s, want verbatim %s", c.name, m["data"], c.raw)
 			}
 		}
+	}
+}
+
+// Headers keep the record's order and duplicates; a value that is not
+// UTF-8 is value_base64; a key that is not UTF-8 still gives valid JSON.
+func TestEncodeHeaders(t *testing.T) {
+	rec := &kgo.Record{Value: []byte("1"), Headers: []kgo.RecordHeader{
+		{Key: "b", Value: []byte("2")},
+		{Key: "a", Value: []byte("1")},
+		{Key: "b", Value: []byte("\xff\x00bin")},
+		{Key: "b", Value: nil},
+		{Key: "k\xff", Value: []byte("é \"q\"")},
+	}}
+	out := Encode(rec)
+	if !json.Valid(out) || !utf8.Valid(out) {
+		t.Fatalf("not valid JSON in UTF-8: %q", out)
+	}
+	var got struct {
+		Headers []map[string]string `json:"headers"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]string{
+		{"key": "b", "value": "2"},
+		{"key": "a", "value": "1"},
+		{"key": "b", "value_base64": base64.StdEncoding.EncodeToString([]byte("\xff\x00bin"))},
+		{"key": "b", "value": ""},
+		{"key": "k\ufffd", "value": "é \"q\""},
+	}
+	if !reflect.DeepEqual(got.Headers, want) {
+		t.Errorf("headers %v, want %v (%s)", got.Headers, want, out)
+	}
+	// The struct form (dead letters) says the same.
+	viaStruct, _ := json.Marshal(Headers(rec.Headers))
+	var again []map[string]string
+	if err := json.Unmarshal(viaStruct, &again); err != nil || !reflect.DeepEqual(again, want) {
+		t.Errorf("Headers() %s, want %v", viaStruct, want)
+	}
+	if out := Encode(&kgo.Record{Value: []byte("1")}); !strings.Contains(string(out), `"headers":[]`) {
+		t.Errorf("no headers: %s, want \"headers\":[]", out)
+	}
+}
+
+// BenchmarkAppend measures one typical poll record (JSON value, the
+// content-type header and one more).
+func BenchmarkAppend(b *testing.B) {
+	rec := &kgo.Record{Partition: 3, Offset: 123456, Key: []byte("room-7"), Value: []byte(`{"order":42,"items":["a","b"],"note":"héllo"}`),
+		Timestamp: time.Now(), Headers: []kgo.RecordHeader{{Key: HeaderContentType, Value: []byte("application/json")}, {Key: "trace", Value: []byte("abc123")}}}
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = Append(buf[:0], rec)
 	}
 }

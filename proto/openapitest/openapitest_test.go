@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -224,6 +225,10 @@ func TestConformance(t *testing.T) {
 	c.expect("publish empty batch", c.json("POST", "/v1/topics/orders/messages", adminKey, `{"messages":[]}`), 400, "invalid_request")
 	c.expect("publish empty room", c.json("POST", "/v1/topics/orders/messages", adminKey, `{"data":1,"room":""}`), 400, "invalid_request")
 	c.expect("publish reserved header", c.json("POST", "/v1/topics/orders/messages", adminKey, `{"data":1,"headers":{"msgmesh-x":"y"}}`), 400, "invalid_request")
+	c.expect("publish headers list", c.json("POST", "/v1/topics/orders/messages", adminKey, `{"data":1,"headers":[{"key":"a","value":"1"},{"key":"a","value_base64":"/w=="}]}`), 200, "")
+	c.expect("publish header with value and value_base64", c.json("POST", "/v1/topics/orders/messages", adminKey, `{"data":1,"headers":[{"key":"a","value":"1","value_base64":"MQ=="}]}`), 400, "invalid_request")
+	c.expect("publish header object with a number", c.json("POST", "/v1/topics/orders/messages", adminKey, `{"data":1,"headers":{"a":1}}`), 400, "invalid_request")
+	c.expect("publish invalid UTF-8", c.do("POST", "/v1/topics/orders/messages", adminKey, "application/json", []byte("{\"data\":\"\xff\"}")), 400, "invalid_request")
 	c.expect("publish JSON with ?room=", c.do("POST", "/v1/topics/orders/messages?room=r1", adminKey, "application/json", []byte(`{"data":1}`)), 400, "invalid_request")
 	big := fmt.Sprintf(`{"data":"%s"}`, strings.Repeat("x", 2000))
 	c.expect("publish message too large", c.json("POST", "/v1/topics/orders/messages", adminKey, big), 413, "payload_too_large")
@@ -234,10 +239,14 @@ func TestConformance(t *testing.T) {
 
 	// Poll until every published message arrived, then commit.
 	got := map[string]map[string]any{}
+	ack := ""
 	eventually(t, "every message polled", func() bool {
-		r := c.expect("poll", c.json("POST", "/v1/topics/orders/poll", adminKey, map[string]any{"group": "g1", "consumer": "w1", "wait_ms": 1000}), 200, "")
+		r := c.expect("poll", c.json("POST", "/v1/topics/orders/poll", adminKey, map[string]any{"group": "g1", "consumer": "w1", "wait_ms": 1000, "ack": ack}), 200, "")
 		if r.status != 200 {
 			return false
+		}
+		if b, ok := r.json(t)["batch"].(string); ok {
+			ack = b
 		}
 		for _, x := range r.json(t)["messages"].([]any) {
 			msg := x.(map[string]any)
@@ -251,7 +260,8 @@ func TestConformance(t *testing.T) {
 		}
 	}
 	if m := got[cursors[0]]; m != nil {
-		if m["room"] != "r1" || m["headers"].(map[string]any)["x-trace"] != "t1" || m["headers"].(map[string]any)["content-type"] != "application/json" {
+		want := []any{map[string]any{"key": "content-type", "value": "application/json"}, map[string]any{"key": "x-trace", "value": "t1"}}
+		if m["room"] != "r1" || !reflect.DeepEqual(m["headers"], want) {
 			t.Errorf("polled message 1: %v", m)
 		}
 	}
@@ -269,6 +279,7 @@ func TestConformance(t *testing.T) {
 	c.expect("poll empty", c.json("POST", "/v1/topics/orders/poll", adminKey, map[string]any{"group": "g1", "consumer": "w1", "wait_ms": 0}), 200, "")
 
 	// Poll and commit errors.
+	c.expect("poll with a long ack", c.json("POST", "/v1/topics/orders/poll", adminKey, map[string]any{"group": "g1", "ack": strings.Repeat("x", 200)}), 400, "invalid_request")
 	c.expect("poll with room", c.json("POST", "/v1/topics/orders/poll", adminKey, map[string]any{"group": "g1", "room": "r1"}), 400, "room_not_supported")
 	c.expect("poll with ?room=", c.do("POST", "/v1/topics/orders/poll?room=r1", adminKey, "application/json", []byte(`{"group":"g1"}`)), 400, "room_not_supported")
 	c.expect("poll without group", c.json("POST", "/v1/topics/orders/poll", adminKey, map[string]any{}), 400, "invalid_request")
@@ -445,11 +456,15 @@ func TestValidatorCatchesDrift(t *testing.T) {
 			status: 503, respHeader: jsonH, respBody: `{"error":"x","code":"kafka_unavailable","request_id":"rid1"}`},
 		{name: "undocumented status", method: "GET", path: "/v1/topics", status: 409, respHeader: jsonH, respBody: `{"error":"x","code":"conflict"}`, wantFail: true},
 		{name: "poll message ok", method: "POST", path: "/v1/topics/orders/poll", ct: "application/json", reqBody: `{"group":"g"}`, status: 200, respHeader: jsonH,
-			respBody: `{"messages":[{"cursor":"0-1","room":null,"data":null,"headers":{"content-type":"application/json"},"published_at":"2026-11-30T11:46:00.123Z"},{"cursor":"1-1","room":"r","data_base64":"aGk=","headers":{},"published_at":"2026-11-30T11:46:00.123Z"}]}`},
+			respBody: `{"messages":[{"cursor":"0-1","room":null,"data":null,"headers":[{"key":"content-type","value":"application/json"},{"key":"k","value_base64":"/w=="}],"published_at":"2026-11-30T11:46:00.123Z"},{"cursor":"1-1","room":"r","data_base64":"aGk=","headers":[],"published_at":"2026-11-30T11:46:00.123Z"}],"batch":"b-1"}`},
+		{name: "poll message with headers as an object", method: "POST", path: "/v1/topics/orders/poll", ct: "application/json", reqBody: `{"group":"g"}`, status: 200, respHeader: jsonH,
+			respBody: `{"messages":[{"cursor":"0-1","room":null,"data":1,"headers":{"content-type":"application/json"},"published_at":"2026-11-30T11:46:00.123Z"}],"batch":"b-1"}`, wantFail: true},
+		{name: "poll header with value and value_base64", method: "POST", path: "/v1/topics/orders/poll", ct: "application/json", reqBody: `{"group":"g"}`, status: 200, respHeader: jsonH,
+			respBody: `{"messages":[{"cursor":"0-1","room":null,"data":1,"headers":[{"key":"k","value":"v","value_base64":"dg=="}],"published_at":"2026-11-30T11:46:00.123Z"}],"batch":"b-1"}`, wantFail: true},
 		{name: "poll message with data and data_base64", method: "POST", path: "/v1/topics/orders/poll", ct: "application/json", reqBody: `{"group":"g"}`, status: 200, respHeader: jsonH,
-			respBody: `{"messages":[{"cursor":"0-1","room":null,"data":1,"data_base64":"aGk=","headers":{},"published_at":"2026-11-30T11:46:00.123Z"}]}`, wantFail: true},
+			respBody: `{"messages":[{"cursor":"0-1","room":null,"data":1,"data_base64":"aGk=","headers":[],"published_at":"2026-11-30T11:46:00.123Z"}]}`, wantFail: true},
 		{name: "poll message without room", method: "POST", path: "/v1/topics/orders/poll", ct: "application/json", reqBody: `{"group":"g"}`, status: 200, respHeader: jsonH,
-			respBody: `{"messages":[{"cursor":"0-1","data":1,"headers":{},"published_at":"2026-11-30T11:46:00.123Z"}]}`, wantFail: true},
+			respBody: `{"messages":[{"cursor":"0-1","data":1,"headers":[],"published_at":"2026-11-30T11:46:00.123Z"}]}`, wantFail: true},
 		{name: "unknown route 404", method: "GET", path: "/v2/x", status: 404, respHeader: jsonH, respBody: `{"error":"x","code":"not_found"}`},
 		{name: "unknown route 200", method: "GET", path: "/v2/x", status: 200, respHeader: jsonH, respBody: `{}`, wantFail: true},
 		{name: "delete 204", method: "DELETE", path: "/v1/topics/orders", status: 204, respHeader: map[string]string{"X-Request-Id": "r"}},

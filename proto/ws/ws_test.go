@@ -35,8 +35,8 @@ func TestFramesSchema(t *testing.T) {
 		`{"type":"refresh","token":"a.b.c"}`,
 		`{"type":"ping"}`,
 		`{"type":"subscribed","id":"s1","position":"3f9a1c0b7e2d4a51.12-7-0"}`,
-		`{"type":"message","id":"s1","position":"3f9a1c0b7e2d4a51.13-7-0","message":{"cursor":"0-12","room":null,"data":{"a":1},"headers":{"content-type":"application/json"},"published_at":"2026-11-30T10:00:00.000Z"}}`,
-		`{"type":"message","id":"s1","position":"e.-1-","message":{"cursor":"1-0","room":"r","data_base64":"AAE=","headers":{},"published_at":"2026-11-30T10:00:00.000Z"}}`,
+		`{"type":"message","id":"s1","position":"3f9a1c0b7e2d4a51.13-7-0","message":{"cursor":"0-12","room":null,"data":{"a":1},"headers":[{"key":"content-type","value":"application/json"},{"key":"b","value_base64":"/w=="}],"published_at":"2026-11-30T10:00:00.000Z"}}`,
+		`{"type":"message","id":"s1","position":"e.-1-","message":{"cursor":"1-0","room":"r","data_base64":"AAE=","headers":[],"published_at":"2026-11-30T10:00:00.000Z"}}`,
 		`{"type":"resync","id":"s1","reason":"window_records","position":"e.5-5-5"}`,
 		`{"type":"unsubscribed","id":"s1"}`,
 		`{"type":"closed","id":"s1","topic":"orders","reason":"topic_deleted","error":"topic \"orders\" was deleted","position":"e.5-5-5"}`,
@@ -48,6 +48,8 @@ func TestFramesSchema(t *testing.T) {
 		`{"type":"pong"}`,
 	}
 	invalid := []string{
+		// headers are a list of {"key","value"|"value_base64"}, not an object
+		`{"type":"message","id":"s1","position":"e.1","message":{"cursor":"0-1","room":null,"data":1,"headers":{"content-type":"application/json"},"published_at":"2026-11-30T10:00:00.000Z"}}`,
 		`{"type":"subscribe","topic":"orders"}`,
 		`{"type":"subscribe","id":"s1","topic":"a.b"}`,
 		`{"type":"message","id":"s1","position":"nope","message":{}}`,

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -89,13 +88,13 @@ type DeadLetter struct {
 	Topic     string  `json:"topic"`
 	Room      *string `json:"room"`
 	// OriginalCursor is where the message was in its topic.
-	OriginalCursor string            `json:"original_cursor"`
-	Data           json.RawMessage   `json:"data,omitempty"`
-	DataBase64     string            `json:"data_base64,omitempty"`
-	Headers        map[string]string `json:"headers"`
-	PublishedAt    string            `json:"published_at"`
-	DeadLetteredAt string            `json:"dead_lettered_at"`
-	Attempts       int               `json:"attempts"`
+	OriginalCursor string           `json:"original_cursor"`
+	Data           json.RawMessage  `json:"data,omitempty"`
+	DataBase64     string           `json:"data_base64,omitempty"`
+	Headers        []message.Header `json:"headers"`
+	PublishedAt    string           `json:"published_at"`
+	DeadLetteredAt string           `json:"dead_lettered_at"`
+	Attempts       int              `json:"attempts"`
 	// LastStatus is the last HTTP status (0 when the last attempt got no
 	// answer); LastError what went wrong then.
 	LastStatus int    `json:"last_status,omitempty"`
@@ -106,20 +105,13 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func viewOf(r *kgo.Record, l letter) DeadLetter {
 	v := DeadLetter{Cursor: cursor.Cursor{Partition: r.Partition, Offset: r.Offset}.String(), MessageID: l.MessageID,
-		Topic: l.Topic, OriginalCursor: l.Cursor, Headers: map[string]string{}, PublishedAt: l.PublishedAt.UTC().Format(timeFormat),
+		Topic: l.Topic, OriginalCursor: l.Cursor, Headers: message.Headers(l.Headers), PublishedAt: l.PublishedAt.UTC().Format(timeFormat),
 		DeadLetteredAt: r.Timestamp.UTC().Format(timeFormat), Attempts: l.Attempt, LastStatus: l.LastStatus, LastError: l.LastError}
 	if l.Room != nil {
 		s := string(l.Room)
 		v.Room = &s
 	}
-	ct, hasCT := "", false
-	for _, h := range l.Headers {
-		v.Headers[h.Key] = string(h.Value)
-		if h.Key == "content-type" {
-			ct, hasCT = string(h.Value), true
-		}
-	}
-	if (hasCT && message.IsJSON(ct) || !hasCT) && gojson.Valid(l.Value) {
+	if message.IsJSONValue(l.Headers, l.Value) {
 		v.Data = append(json.RawMessage(nil), l.Value...)
 	} else {
 		v.DataBase64 = base64.StdEncoding.EncodeToString(l.Value)

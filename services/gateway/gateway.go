@@ -2,8 +2,13 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -72,10 +77,13 @@ func New(cfg config.Config, state *controlstate.State, topics Topics, quota Quot
 		// A partition handed over in a rebalance is first fetched when the
 		// fetch in flight ends: 1 s bounds that delay (franz-go's default is
 		// 5 s) at the cost of one idle fetch per member per second.
-		ClientOpts:     append(append([]kgo.Opt{}, clientOpts...), kgo.FetchMaxWait(time.Second)),
-		IdleTimeout:    cfg.Poll.ConsumerIdleTimeout,
-		SessionTimeout: cfg.Poll.SessionTimeout,
-		MaxMembers:     cfg.Poll.MaxConsumers,
+		ClientOpts:  append(append([]kgo.Opt{}, clientOpts...), kgo.FetchMaxWait(time.Second)),
+		IdleTimeout: cfg.Poll.ConsumerIdleTimeout,
+		// Static members: a node restarted after a crash gets its poll
+		// consumers' partitions back at once (issue 18 item 7).
+		InstanceIDPrefix: nodeInstancePrefix(cfg.HTTP.Addr),
+		SessionTimeout:   cfg.Poll.SessionTimeout,
+		MaxMembers:       cfg.Poll.MaxConsumers,
 		// No tenant may hold more than a quarter of the process's slots.
 		MaxMembersPerOwner: max(1, cfg.Poll.MaxConsumers/4),
 		Logger:             log,
@@ -156,3 +164,21 @@ func (g *Gateway) Close(ctx context.Context) {
 }
 
 func (g *Gateway) fail(c *gin.Context, err error) { httpapi.Abort(c, g.log, err) }
+
+// nodeInstancePrefix names this node's poll members for static group
+// membership: a hash of the host name and the HTTP listen address, the same
+// after a restart of this node and different on any other (two nodes
+// cannot listen on one address of one host). With port 0 the address
+// changes on every start, so the prefix is random.
+func nodeInstancePrefix(httpAddr string) string {
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(httpAddr)
+	var b [8]byte
+	if port == "" || port == "0" {
+		_, _ = rand.Read(b[:])
+	} else {
+		sum := sha256.Sum256([]byte("msgmesh-poll\x00" + host + "\x00" + httpAddr))
+		copy(b[:], sum[:])
+	}
+	return "msgmesh-" + hex.EncodeToString(b[:])
+}

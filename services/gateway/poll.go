@@ -28,7 +28,11 @@ type pollRequest struct {
 	MaxBytes *int    `json:"max_bytes"`
 	WaitMs   *int    `json:"wait_ms"`
 	Room     *string `json:"room"`
+	Ack      string  `json:"ack"`
 }
+
+// maxAckLength bounds "ack"; batch ids are about 20 characters.
+const maxAckLength = 128
 
 const defaultConsumer = "default"
 
@@ -53,9 +57,11 @@ func (g *Gateway) pollKey(c *gin.Context, tenant, group, consumer string) (pollg
 	return pollgroup.Key{Group: g.mapper.Group(tenant, topic, group), Topic: t.KafkaTopic, Consumer: consumer, Owner: tenant}, nil
 }
 
-// poll long-polls the consumer group. The previous batch of this consumer
-// is acknowledged (committed) first; the new batch is acknowledged by the
-// next poll or by commit, else delivered again.
+// poll long-polls the consumer group. Every non-empty answer names its
+// batch ("batch"); the consumer's next poll acknowledges it with "ack" (its
+// offsets are committed, then new messages follow) or, without that ack,
+// gets the same batch again: an answer the client never read is never
+// skipped. POST /commit acknowledges cursors early.
 func (g *Gateway) poll(c *gin.Context) {
 	p, ok := auth.RequireOn(c, capability.OpPoll, c.Param("topic"), "")
 	if !ok {
@@ -88,6 +94,10 @@ func (g *Gateway) poll(c *gin.Context) {
 		g.fail(c, err)
 		return
 	}
+	if len(req.Ack) > maxAckLength {
+		g.fail(c, httpapi.Errorf(httpapi.CodeInvalidRequest, "\"ack\" is %d bytes, over the limit of %d: send the \"batch\" of the previous answer", len(req.Ack), maxAckLength))
+		return
+	}
 	key, err := g.pollKey(c, p.Tenant, req.Group, req.Consumer)
 	if err != nil {
 		g.fail(c, err)
@@ -103,7 +113,7 @@ func (g *Gateway) poll(c *gin.Context) {
 		case <-pctx.Done():
 		}
 	}()
-	b, err := g.polls.Poll(pctx, pollgroup.Request{Key: key, Max: max, MaxBytes: maxBytes, Wait: time.Duration(waitMs) * time.Millisecond})
+	b, err := g.polls.Poll(pctx, pollgroup.Request{Key: key, Max: max, MaxBytes: maxBytes, Wait: time.Duration(waitMs) * time.Millisecond, Ack: req.Ack})
 	if err != nil {
 		if clientGone(c, err) {
 			return
@@ -121,7 +131,7 @@ func (g *Gateway) poll(c *gin.Context) {
 		g.fail(c, pollErr(err))
 		return
 	}
-	body := encodeMessages(b.Records)
+	body := encodeMessages(b.Records, b.ID)
 	if ctx.Err() != nil {
 		// The client is gone: offer the batch again instead of skipping it.
 		b.Undelivered()
@@ -234,10 +244,11 @@ func (g *Gateway) commit(c *gin.Context) {
 
 // encodeMessages writes the poll response:
 //
-//	{"messages":[<message>, ...]}
+//	{"messages":[<message>, ...],"batch":"<id>"}
 //
-// with each message in the shape of package message (payloads verbatim).
-func encodeMessages(recs []*kgo.Record) []byte {
+// with each message in the shape of package message (payloads verbatim);
+// "batch" only when there are messages: {"messages":[]}.
+func encodeMessages(recs []*kgo.Record, batch string) []byte {
 	n := 16
 	for _, r := range recs {
 		n += len(r.Value)*4/3 + len(r.Key) + 160
@@ -250,5 +261,10 @@ func encodeMessages(recs []*kgo.Record) []byte {
 		}
 		b = message.Append(b, r)
 	}
-	return append(b, "]}"...)
+	if len(recs) == 0 {
+		return append(b, "]}"...)
+	}
+	b = append(b, `],"batch":"`...)
+	b = append(b, batch...) // hex digits, '-' and decimal digits: no escaping
+	return append(b, `"}`...)
 }

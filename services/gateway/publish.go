@@ -18,9 +18,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	gojson "github.com/goccy/go-json"
@@ -43,9 +43,9 @@ const reservedHeaderPrefix = "msgmesh-"
 
 // publishMessage is one message of a JSON publish body.
 type publishMessage struct {
-	Data    json.RawMessage   `json:"data"`
-	Room    *string           `json:"room,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Data    json.RawMessage `json:"data"`
+	Room    *string         `json:"room,omitempty"`
+	Headers *publishHeaders `json:"headers,omitempty"`
 }
 
 type publishBody struct {
@@ -124,6 +124,12 @@ func (g *Gateway) parsePublish(c *gin.Context, body []byte) (recs []*kgo.Record,
 		if c.Query("room") != "" {
 			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "with a JSON body, give the room in the body (\"room\"), not in ?room=")
 		}
+		// RFC 8259 section 8.1: JSON is UTF-8. Decoders would replace the
+		// invalid bytes silently (or keep them in "data", making every poll
+		// answer that carries the message invalid JSON).
+		if !utf8.Valid(body) {
+			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "invalid JSON body: not valid UTF-8 at byte %d (JSON text is UTF-8; to publish other bytes, send them raw with their own Content-Type)", invalidUTF8At(body))
+		}
 		var pb publishBody
 		// goccy/go-json: std-compatible, about 2.5x faster on batches.
 		dec := gojson.NewDecoder(bytes.NewReader(body))
@@ -197,6 +203,19 @@ func (g *Gateway) parsePublish(c *gin.Context, body []byte) (recs []*kgo.Record,
 
 func isJSON(ct string) bool { return message.IsJSON(ct) }
 
+// invalidUTF8At returns the offset of the first byte of b that is not valid
+// UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
 func where(i int) string {
 	if i < 0 {
 		return ""
@@ -232,22 +251,23 @@ func (g *Gateway) record(m publishMessage, i int) (*kgo.Record, error) {
 		}
 		r.Key = []byte(*m.Room)
 	}
-	if len(m.Headers) > g.cfg.Publish.MaxHeaders {
-		return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%s%d headers, over the limit of %d", where(i), len(m.Headers), g.cfg.Publish.MaxHeaders)
+	nh := m.Headers.len()
+	if nh > g.cfg.Publish.MaxHeaders {
+		return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%s%d headers, over the limit of %d", where(i), nh, g.cfg.Publish.MaxHeaders)
 	}
-	r.Headers = make([]kgo.RecordHeader, 0, len(m.Headers)+1)
+	r.Headers = make([]kgo.RecordHeader, 0, nh+1)
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderContentType, Value: []byte("application/json")})
-	names := make([]string, 0, len(m.Headers))
-	for k := range m.Headers {
-		lk := strings.ToLower(k)
-		if k == "" || len(k) > 256 || lk == HeaderContentType || strings.HasPrefix(lk, reservedHeaderPrefix) {
-			return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%sheader name %q is empty, too long or reserved (content-type, msgmesh-*)", where(i), k)
+	if m.Headers != nil {
+		if m.Headers.err != "" {
+			return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%s%s", where(i), m.Headers.err)
 		}
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])})
+		for _, h := range m.Headers.list {
+			lk := strings.ToLower(h.Key)
+			if h.Key == "" || len(h.Key) > 256 || lk == HeaderContentType || strings.HasPrefix(lk, reservedHeaderPrefix) {
+				return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%sheader name %q is empty, too long or reserved (content-type, msgmesh-*)", where(i), h.Key)
+			}
+		}
+		r.Headers = append(r.Headers, m.Headers.list...)
 	}
 	return r, nil
 }

@@ -14,6 +14,11 @@ import (
 // Poll or Commit waits for it and the member does not expire. A batch left
 // unresolved for Config.IdleTimeout is treated as Undelivered.
 type Batch struct {
+	// ID names the batch for its acknowledgement (Request.Ack): a random
+	// prefix of the member and a sequence number. A batch handed out again
+	// keeps its ID. Empty when Records is.
+	ID string
+
 	// Records are at most Request.Max records of the member's topic, in
 	// Kafka order within each partition, with no offset twice. Nil when
 	// Wait passed without records. Callers must not modify them.
@@ -24,16 +29,18 @@ type Batch struct {
 	done atomic.Bool
 }
 
-// Delivered reports that the records reached the client. They become
-// pending: the member's next Poll, or a Commit of their cursors, commits
-// them to Kafka. If the member expires, closes or loses the partitions
-// first, they are delivered again (at-least-once).
+// Delivered reports that the response was written. The batch stays
+// outstanding: the member's next Poll with Ack set to its ID, or a Commit
+// of its cursors, commits it to Kafka; a Poll without that Ack gets it
+// again. If the member expires, closes or loses the partitions first, its
+// records are delivered again (at-least-once).
 func (b *Batch) Delivered() { b.resolve(true) }
 
-// Undelivered reports that the response could not be written. The records
-// go back to the front of the member's buffer and are offered to its next
-// Poll, unless their partitions were revoked meanwhile, in which case the
-// new owner reads them from the committed offset. Nothing is skipped.
+// Undelivered reports that the response could not be written. The batch
+// stays outstanding as after Delivered (only the delivered metric differs):
+// the client never saw its ID, so its next Poll gets it again, unless the
+// partitions were revoked meanwhile, in which case the new owner reads them
+// from the committed offset. Nothing is skipped.
 func (b *Batch) Undelivered() { b.resolve(false) }
 
 func (b *Batch) resolve(delivered bool) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,8 +39,8 @@ type Config struct {
 	// kgo.DisableAutoCommit, kgo.BlockRebalanceOnPoll,
 	// kgo.ConsumeResetOffset (start), the OnPartitions* callbacks and, when
 	// SessionTimeout is set, kgo.SessionTimeout and kgo.HeartbeatInterval.
-	// Do not pass kgo.InstanceID: a static member sends no LeaveGroup on
-	// close, so its partitions would stay stuck until the session times out.
+	// Do not pass kgo.InstanceID: set InstanceIDPrefix, which also makes
+	// closing members leave explicitly.
 	// kgo.FetchMaxWait (franz-go default 5 s) also bounds how late a
 	// partition newly assigned by a rebalance is first fetched while another
 	// fetch is parked on the same broker; lowering it speeds up handover at
@@ -64,6 +65,22 @@ type Config struct {
 	// (45 s); negative is invalid. It only matters when a process dies
 	// without leaving: a closed or expired member leaves the group at once.
 	SessionTimeout time.Duration
+
+	// InstanceIDPrefix, when set, makes every member a static member
+	// (KIP-345) with group.instance.id InstanceIDPrefix + "-" +
+	// Key.Consumer. A process restarted after a crash then takes its
+	// members' places at once (the coordinator replaces the dead member and
+	// hands its assignment over without a rebalance), instead of waiting
+	// SessionTimeout for Kafka to expire them: the first Poll after the
+	// restart gets the backlog within its Wait. A closing or expiring member
+	// still leaves at once, with a LeaveGroup naming its instance (franz-go
+	// sends none for static members). The prefix must be stable across the
+	// process's restarts and unique among the processes serving the same
+	// groups (another process with the same prefix and consumer name fences
+	// this one); at most 100 characters of [A-Za-z0-9._-]. Empty means
+	// dynamic membership: a killed process's members hold their partitions
+	// until SessionTimeout.
+	InstanceIDPrefix string
 
 	// MaxMembers caps the members held by this process; a Poll that would
 	// create one more fails with ErrTooManyMembers. Zero means
@@ -100,6 +117,11 @@ func (c Config) validate() error {
 	}
 	if c.MaxMembers < 0 {
 		errs = append(errs, fmt.Errorf("max members %d is negative", c.MaxMembers))
+	}
+	if p := c.InstanceIDPrefix; len(p) > 100 || strings.ContainsFunc(p, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}) {
+		errs = append(errs, fmt.Errorf("instance id prefix %q: want at most 100 of [A-Za-z0-9._-]", p))
 	}
 	return errors.Join(errs...)
 }
@@ -171,6 +193,12 @@ type Request struct {
 	// (a member that is still joining its group has nothing); negative is
 	// invalid.
 	Wait time.Duration
+
+	// Ack is the ID of the member's outstanding batch (Batch.ID of the
+	// previous answer) when the client processed it: it is committed and
+	// new records are returned. Empty, or any other value, leaves the
+	// outstanding batch unacknowledged and Poll returns it again.
+	Ack string
 }
 
 func (r Request) normalize() (Request, error) {

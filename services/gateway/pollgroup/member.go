@@ -2,10 +2,13 @@ package pollgroup
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -43,9 +46,11 @@ var canceledCtx = func() context.Context {
 type member struct {
 	key Key
 	mgr *Manager
-	log *slog.Logger
-	cl  *kgo.Client
-	op  *opLock
+	// instanceID is the static group.instance.id, "" for a dynamic member.
+	instanceID string
+	log        *slog.Logger
+	cl         *kgo.Client
+	op         *opLock
 
 	// ctx lives as long as the member; close cancels it, which ends a
 	// parked long-poll.
@@ -57,30 +62,34 @@ type member struct {
 	lastUsed time.Time // end of the last call or batch resolution
 
 	mu       sync.Mutex
-	closeErr error                     // why the member closes; set before ctx is canceled
-	closed   bool                      // client closed or closing with op held
-	owned    map[int32]bool            // partitions currently assigned
-	gen      map[int32]uint64          // bumped when a partition is revoked or lost
-	buf      []*kgo.Record             // fetched, not yet handed out; front first
-	pending  map[int32]kgo.EpochOffset // delivered, unacknowledged: offset to commit (last + 1)
-	served   map[int32]int64           // highest offset handed out since the partition was assigned
-	out      *Batch                    // the batch not yet resolved, if any
-	outSince time.Time                 // when out was handed out
+	closeErr error            // why the member closes; set before ctx is canceled
+	closed   bool             // client closed or closing with op held
+	owned    map[int32]bool   // partitions currently assigned
+	gen      map[int32]uint64 // bumped when a partition is revoked or lost
+	buf      []*kgo.Record    // fetched, not yet handed out; front first
+	unacked  *Batch           // the outstanding batch: handed out, not acknowledged
+	served   map[int32]int64  // highest offset handed out since the partition was assigned
+	out      *Batch           // the batch not yet resolved, if any
+	outSince time.Time        // when out was handed out
+
+	batchPrefix string // random per member, so ids of another member never match
+	batchSeq    uint64 // batches handed out; guarded by op
 }
 
 func newMember(mg *Manager, key Key) (*member, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{
-		key:     key,
-		mgr:     mg,
-		log:     mg.log.With("group", key.Group, "topic", key.Topic, "consumer", key.Consumer),
-		op:      newOpLock(),
-		ctx:     ctx,
-		cancel:  cancel,
-		owned:   make(map[int32]bool),
-		gen:     make(map[int32]uint64),
-		pending: make(map[int32]kgo.EpochOffset),
-		served:  make(map[int32]int64),
+		key:    key,
+		mgr:    mg,
+		log:    mg.log.With("group", key.Group, "topic", key.Topic, "consumer", key.Consumer),
+		op:     newOpLock(),
+		ctx:    ctx,
+		cancel: cancel,
+		owned:  make(map[int32]bool),
+		gen:    make(map[int32]uint64),
+		served: make(map[int32]int64),
+
+		batchPrefix: newBatchPrefix(),
 	}
 	opts := []kgo.Opt{
 		kgo.ClientID("msgmesh-gateway"),
@@ -88,6 +97,10 @@ func newMember(mg *Manager, key Key) (*member, error) {
 		kgo.WithLogger(kgoLogger{m.log}),
 	}
 	opts = append(opts, mg.cfg.ClientOpts...)
+	if p := mg.cfg.InstanceIDPrefix; p != "" {
+		m.instanceID = p + "-" + key.Consumer
+		opts = append(opts, kgo.InstanceID(m.instanceID))
+	}
 	opts = append(opts,
 		kgo.ConsumerGroup(key.Group),
 		kgo.ConsumeTopics(key.Topic),
@@ -124,9 +137,10 @@ func (m *member) errIfClosed() error {
 // It first waits for a rebalance callback in progress to finish.
 func (m *member) holdRebalance() { m.cl.PollRecords(canceledCtx, 1) }
 
-// poll serves one Poll: it acknowledges the previous delivered batch, then
-// hands out buffered or newly fetched records, waiting up to req.Wait for
-// the first. A non-empty batch leaves op held; the Batch releases it.
+// poll serves one Poll: it settles the outstanding batch (committed when
+// req.Ack names it, else handed out again), then hands out buffered or
+// newly fetched records, waiting up to req.Wait for the first. A non-empty
+// batch leaves op held; the Batch releases it.
 func (m *member) poll(ctx context.Context, req Request) (*Batch, error) {
 	deadline := time.Now().Add(req.Wait)
 	if err := m.op.lock(ctx, false); err != nil {
@@ -138,18 +152,24 @@ func (m *member) poll(ctx context.Context, req Request) (*Batch, error) {
 			m.op.unlock()
 		}
 	}()
-	acked := false
+	settled := false
 	for {
 		if err := m.errIfClosed(); err != nil {
 			return nil, err
 		}
 		m.holdRebalance()
-		if !acked {
-			if err := m.commitPending(ctx); err != nil {
+		if !settled {
+			again, err := m.settle(ctx, req.Ack)
+			if err != nil {
 				m.cl.AllowRebalance()
 				return nil, err
 			}
-			acked = true
+			settled = true
+			if again != nil {
+				m.cl.AllowRebalance()
+				held = false // the batch holds op until it is resolved
+				return again, nil
+			}
 		}
 		m.drain(req)
 		b := m.take(req)
@@ -258,77 +278,88 @@ func (m *member) take(req Request) *Batch {
 	if len(m.buf) == 0 {
 		m.buf = nil
 	}
-	b := &Batch{Records: recs, m: m, gens: make(map[int32]uint64)}
+	m.batchSeq++
+	b := &Batch{ID: m.batchPrefix + "-" + strconv.FormatUint(m.batchSeq, 10), Records: recs, m: m, gens: make(map[int32]uint64)}
 	for _, r := range recs {
 		b.gens[r.Partition] = m.gen[r.Partition]
 		if s, ok := m.served[r.Partition]; !ok || r.Offset > s {
 			m.served[r.Partition] = r.Offset
 		}
 	}
-	m.out, m.outSince = b, time.Now()
+	m.out, m.outSince, m.unacked = b, time.Now(), b
 	return b
 }
 
-// resolve finishes b: Delivered records become pending, Undelivered ones go
-// back to the front of the buffer. Records of partitions revoked since b was
-// taken are dropped either way (the new owner reads from the commit).
+// resolve finishes b, which stays the outstanding batch either way: it is
+// committed when the member's next Poll acknowledges it by id (or Commit
+// covers it) and handed out again otherwise.
 func (m *member) resolve(b *Batch, delivered bool) {
 	m.mu.Lock()
 	if m.out == b {
 		m.out = nil
 	}
-	var requeue []*kgo.Record
-	if !m.closed {
-		for _, r := range b.Records {
-			if m.gen[r.Partition] != b.gens[r.Partition] {
-				continue
-			}
-			if !delivered {
-				requeue = append(requeue, r)
-				continue
-			}
-			if eo, ok := m.pending[r.Partition]; !ok || r.Offset+1 > eo.Offset {
-				m.pending[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
-			}
-		}
-		if len(requeue) > 0 {
-			m.buf = append(requeue, m.buf...)
-		}
-	}
 	m.mu.Unlock()
 	if delivered {
 		m.mgr.met.delivered.Add(float64(len(b.Records)))
 	}
-	m.log.Debug("pollgroup: batch resolved", "records", len(b.Records), "delivered", delivered, "requeued", len(requeue))
+	m.log.Debug("pollgroup: batch resolved", "batch", b.ID, "records", len(b.Records), "delivered", delivered)
 	m.op.unlock()
 	m.mgr.release(m)
 }
 
-// commitPending commits the pending offsets of owned partitions. The caller
-// holds op and the rebalance block.
-func (m *member) commitPending(ctx context.Context) error {
-	committed := m.cl.CommittedOffsets()[m.key.Topic]
+// settle deals with the outstanding batch before new records are handed
+// out. Acknowledged (ack is its id), its offsets are committed and nil is
+// returned; otherwise it is returned to be delivered again, same id, same
+// records. Records of partitions revoked or lost since it was taken are left
+// out: the partition's new owner reads them from the committed offset. The
+// caller holds op and the rebalance block.
+func (m *member) settle(ctx context.Context, ack string) (*Batch, error) {
 	m.mu.Lock()
-	offs := make(map[int32]kgo.EpochOffset, len(m.pending))
-	for p, eo := range m.pending {
-		if !m.owned[p] {
-			delete(m.pending, p)
-			continue
-		}
-		if c, ok := committed[p]; ok && eo.Offset <= c.Offset {
-			delete(m.pending, p) // never rewind
-			continue
-		}
-		offs[p] = eo
+	u := m.unacked
+	if u == nil {
+		m.mu.Unlock()
+		return nil, nil
+	}
+	live := u.Records
+	stale := func(r *kgo.Record) bool { return !m.owned[r.Partition] || m.gen[r.Partition] != u.gens[r.Partition] }
+	if slices.ContainsFunc(live, stale) {
+		live = slices.DeleteFunc(slices.Clone(live), stale)
+	}
+	if len(live) == 0 {
+		m.unacked = nil
+		m.mu.Unlock()
+		return nil, nil
+	}
+	if ack != u.ID {
+		b := &Batch{ID: u.ID, Records: live, m: m, gens: u.gens}
+		m.unacked, m.out, m.outSince = b, b, time.Now()
+		m.mu.Unlock()
+		m.mgr.met.redelivered.Add(float64(len(live)))
+		m.log.Debug("pollgroup: outstanding batch not acknowledged; delivering it again", "batch", u.ID, "ack", ack, "records", len(live))
+		return b, nil
 	}
 	m.mu.Unlock()
-	if len(offs) == 0 {
-		return nil
+	committed := m.cl.CommittedOffsets()[m.key.Topic]
+	offs := make(map[int32]kgo.EpochOffset)
+	for _, r := range live {
+		if c, ok := committed[r.Partition]; ok && r.Offset+1 <= c.Offset {
+			continue // never rewind
+		}
+		if eo, ok := offs[r.Partition]; !ok || r.Offset+1 > eo.Offset {
+			offs[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+		}
 	}
-	if err := m.commit(ctx, "poll", offs); err != nil {
-		return fmt.Errorf("pollgroup: acknowledge previous batch of %s: %w", m.key, err)
+	if len(offs) > 0 {
+		if err := m.commit(ctx, "poll", offs); err != nil {
+			return nil, fmt.Errorf("pollgroup: acknowledge batch %s of %s: %w", u.ID, m.key, err)
+		}
 	}
-	return nil
+	m.mu.Lock()
+	if m.unacked != nil && m.unacked.ID == u.ID { // commit may have replaced it by its rest
+		m.unacked = nil
+	}
+	m.mu.Unlock()
+	return nil, nil
 }
 
 // commitCursors serves Commit.
@@ -360,11 +391,7 @@ func (m *member) commitCursors(ctx context.Context, cursors []cursor.Cursor) err
 		if cur, ok := offs[p]; ok && cur.Offset >= next {
 			continue
 		}
-		eo := kgo.EpochOffset{Epoch: -1, Offset: next}
-		if pe, ok := m.pending[p]; ok && pe.Offset == next {
-			eo.Epoch = pe.Epoch
-		}
-		offs[p] = eo
+		offs[p] = kgo.EpochOffset{Epoch: -1, Offset: next}
 	}
 	m.mu.Unlock()
 	if skipped > 0 {
@@ -379,8 +406,9 @@ func (m *member) commitCursors(ctx context.Context, cursors []cursor.Cursor) err
 	return nil
 }
 
-// commit sends offs synchronously and, on success, drops the pending
-// offsets they cover. The caller holds op and the rebalance block.
+// commit sends offs synchronously and, on success, drops the records they
+// cover from the outstanding batch (all of them: no outstanding batch). The
+// caller holds op and the rebalance block.
 func (m *member) commit(ctx context.Context, kind string, offs map[int32]kgo.EpochOffset) error {
 	var rerr error
 	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.key.Topic: offs},
@@ -406,9 +434,15 @@ func (m *member) commit(ctx context.Context, kind string, offs map[int32]kgo.Epo
 		return rerr
 	}
 	m.mu.Lock()
-	for p, eo := range offs {
-		if pe, ok := m.pending[p]; ok && pe.Offset <= eo.Offset {
-			delete(m.pending, p)
+	if u := m.unacked; u != nil {
+		covered := func(r *kgo.Record) bool { eo, ok := offs[r.Partition]; return ok && r.Offset < eo.Offset }
+		if slices.ContainsFunc(u.Records, covered) {
+			rest := slices.DeleteFunc(slices.Clone(u.Records), covered)
+			if len(rest) == 0 {
+				m.unacked = nil
+			} else {
+				m.unacked = &Batch{ID: u.ID, Records: rest, m: m, gens: u.gens}
+			}
 		}
 	}
 	m.mu.Unlock()
@@ -440,7 +474,8 @@ func (m *member) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int3
 // drop forgets everything about partitions that left this member: buffered
 // records (the new owner fetches them from the committed offset) and pending
 // offsets (committing them now could rewind the new owner's commit, which
-// the classic protocol does not prevent).
+// the classic protocol does not prevent). Records of the outstanding batch
+// on these partitions are left out when it is settled.
 func (m *member) drop(ps []int32, why string) {
 	if len(ps) == 0 {
 		return
@@ -450,7 +485,6 @@ func (m *member) drop(ps []int32, why string) {
 	for _, p := range ps {
 		gone[p] = true
 		delete(m.owned, p)
-		delete(m.pending, p)
 		delete(m.served, p)
 		m.gen[p]++
 	}
@@ -475,16 +509,52 @@ func (m *member) close(ctx context.Context, reason error) {
 	m.mu.Lock()
 	m.closed = true
 	m.buf = nil
-	clear(m.pending)
+	m.unacked = nil
 	m.mu.Unlock()
 	m.cl.AllowRebalance()
+	memberID, _ := m.cl.GroupMetadata()
 	if err := m.cl.LeaveGroupContext(ctx); err != nil {
 		m.log.Debug("pollgroup: leave group", "err", err)
+	}
+	if m.instanceID != "" {
+		m.leaveStatic(ctx, memberID)
 	}
 	m.cl.Close()
 	if lockErr == nil {
 		m.op.unlock()
 	}
+}
+
+// leaveStatic removes the static member from its group (franz-go sends no
+// LeaveGroup for one), so its partitions move on at once. With memberID
+// set, Kafka refuses (FENCED_INSTANCE_ID) if a successor with the same
+// instance id has already taken the place, which is then left alone.
+func (m *member) leaveStatic(ctx context.Context, memberID string) {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = m.key.Group
+	lm := kmsg.NewLeaveGroupRequestMember()
+	lm.MemberID = memberID
+	lm.InstanceID = &m.instanceID
+	req.Members = append(req.Members, lm)
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+		for _, r := range resp.Members {
+			if e := kerr.ErrorForCode(r.ErrorCode); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	if err != nil {
+		m.log.Debug("pollgroup: leave group (static member)", "instance_id", m.instanceID, "err", err)
+	}
+}
+
+// newBatchPrefix returns 12 random hex digits.
+func newBatchPrefix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 func recordSize(r *kgo.Record) int { return len(r.Key) + len(r.Value) }

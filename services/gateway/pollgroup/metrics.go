@@ -13,6 +13,7 @@ import (
 type metrics struct {
 	members     prometheus.Gauge
 	delivered   prometheus.Counter
+	redelivered prometheus.Counter
 	commits     *prometheus.CounterVec // labels: kind (poll|explicit), result (ok|error)
 	expirations prometheus.Counter
 }
@@ -27,6 +28,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "msgmesh", Subsystem: "pollgroup", Name: "records_delivered_total",
 			Help: "Records handed to HTTP consumers and reported Delivered (redeliveries count again).",
 		}),
+		redelivered: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "msgmesh", Subsystem: "pollgroup", Name: "records_redelivered_total",
+			Help: "Records handed out again because the poll after their batch did not acknowledge it.",
+		}),
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "msgmesh", Subsystem: "pollgroup", Name: "commits_total",
 			Help: "Offset commits sent to Kafka, by kind (poll: acknowledgement by polling again; explicit: Commit) and result.",
@@ -40,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.members, m.delivered, m.commits, m.expirations} {
+	for _, c := range []prometheus.Collector{m.members, m.delivered, m.redelivered, m.commits, m.expirations} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

@@ -8,13 +8,23 @@
 // Config.IdleTimeout, its topic is closed, or the Manager is closed; then it
 // leaves the group so its partitions move to the other members.
 //
-// Delivery is at-least-once. Poll hands out records; the HTTP handler
-// reports each Batch Delivered or Undelivered. A delivered batch is
-// committed (offset+1 per partition) when the same member polls again, or
-// earlier by Commit with its cursors. Nothing is committed otherwise: not
-// on a timer, not on revoke, not on close. So a delivered but
-// unacknowledged batch is delivered again after the member expires or
-// closes, after a rebalance moves its partition, or after a restart.
+// Delivery is at-least-once, acknowledged by batch id. Poll hands out a
+// Batch with an ID; the HTTP handler reports it Delivered or Undelivered
+// once the response is written (or failed), and it stays the member's
+// outstanding batch either way. The member's next Poll settles it first:
+// when Request.Ack is its ID its offsets (offset+1 per partition) are
+// committed and new records follow; otherwise the same batch (same ID, same
+// records) is returned again, so an answer the client never read is never
+// skipped (the class of confluentinc/kafka-rest#1350). Commit commits
+// cursors early and drops what it covers from the outstanding batch.
+// Nothing is committed otherwise: not on a timer, not on revoke, not on
+// close. So an unacknowledged batch is delivered again after the member
+// expires or closes, after a rebalance moves its partition, or after a
+// restart.
+//
+// With Config.InstanceIDPrefix the members are static (KIP-345): a process
+// restarted after a crash takes its members' places at once instead of
+// waiting out their sessions; members leave explicitly when closed.
 //
 // franz-go is used with DisableAutoCommit and BlockRebalanceOnPoll; every
 // commit happens while rebalances are blocked and only for partitions the
@@ -58,6 +68,7 @@ type Manager struct {
 //
 //	msgmesh_pollgroup_members                 gauge    members held
 //	msgmesh_pollgroup_records_delivered_total counter  records reported Delivered
+//	msgmesh_pollgroup_records_redelivered_total counter  records handed out again for want of an ack
 //	msgmesh_pollgroup_commits_total{kind,result} counter  offset commits (kind poll|explicit, result ok|error)
 //	msgmesh_pollgroup_expirations_total       counter  members closed for idleness
 //
@@ -92,18 +103,20 @@ func (mg *Manager) Run(ctx context.Context) {
 }
 
 // Poll answers one long-poll of req.Key's member, creating the member (which
-// then joins its group) on first use. It first commits the member's
-// delivered batch (only partitions it still owns), then returns up to
-// req.Max records / req.MaxBytes bytes, waiting up to req.Wait for the
-// first; a batch with no records means Wait passed. The caller must resolve
-// the batch with Delivered or Undelivered.
+// then joins its group) on first use. It first settles the member's
+// outstanding batch: if req.Ack is its ID, its offsets are committed (only
+// partitions the member still owns); if not, that batch is returned again
+// at once (whatever req.Max). Then it returns up to req.Max records /
+// req.MaxBytes bytes, waiting up to req.Wait for the first; a batch with
+// no records means Wait passed. The caller must resolve a batch with
+// Delivered or Undelivered.
 //
 // If another call of the same member is running, Poll waits for it, bounded
 // by ctx. When ctx ends, Poll returns ctx.Err(); records fetched meanwhile
 // stay buffered for the next Poll. Other errors: ErrInvalidRequest (wrapped),
 // ErrTooManyMembers, ErrUnknownMember (the member was closed under the call,
 // e.g. by CloseTopic), ErrClosed, or a wrapped Kafka error when
-// acknowledging the previous batch failed (that batch stays pending; retry).
+// committing the acknowledged batch failed (it stays outstanding; retry).
 func (mg *Manager) Poll(ctx context.Context, req Request) (*Batch, error) {
 	req, err := req.normalize()
 	if err != nil {
@@ -121,8 +134,8 @@ func (mg *Manager) Poll(ctx context.Context, req Request) (*Batch, error) {
 }
 
 // Commit acknowledges cursors of key's member: for each partition it
-// commits the highest given offset + 1 and drops the acknowledged pending
-// records. Cursors are skipped (without error) when their partition is not
+// commits the highest given offset + 1 and drops the covered records from
+// the outstanding batch (the next Poll without Ack returns the rest). Cursors are skipped (without error) when their partition is not
 // currently owned by the member, when their offset was never handed out by
 // it (committing it could skip records) or is already committed (a commit
 // never rewinds). A Poll of the member that is waiting for records is

@@ -188,10 +188,10 @@ func pollOne(t *testing.T, mg *Manager, req Request) *Batch {
 	return nil
 }
 
-// pollUntil polls (acknowledging each batch by Delivered and the next poll)
-// until want distinct cursors were received, then returns every record in
-// the order received.
-func pollUntil(t *testing.T, mg *Manager, req Request, want int) []*kgo.Record {
+// pollUntil polls (acknowledging each batch by Delivered and req.Ack on the
+// next poll) until want distinct cursors were received, then returns every
+// record in the order received. req.Ack is left naming the last batch.
+func pollUntil(t *testing.T, mg *Manager, req *Request, want int) []*kgo.Record {
 	t.Helper()
 	var all []*kgo.Record
 	seen := map[cursor.Cursor]bool{}
@@ -200,16 +200,19 @@ func pollUntil(t *testing.T, mg *Manager, req Request, want int) []*kgo.Record {
 		if time.Now().After(deadline) {
 			t.Fatalf("Poll %s: %d of %d records within %v", req.Key, len(seen), want, eventually)
 		}
-		b, err := mg.Poll(context.Background(), req)
+		b, err := mg.Poll(context.Background(), *req)
 		if err != nil {
 			t.Fatalf("Poll %s: %v", req.Key, err)
 		}
-		checkBatch(t, req, b)
+		checkBatch(t, *req, b)
 		for _, r := range b.Records {
 			seen[id(r)] = true
 		}
 		all = append(all, b.Records...)
 		b.Delivered()
+		if len(b.Records) > 0 {
+			req.Ack = b.ID
+		}
 	}
 	return all
 }
@@ -348,11 +351,11 @@ func TestPollDeliversEveryRecordOnceInOrder(t *testing.T) {
 
 	key := Key{Group: kafkatest.Name("g"), Topic: topic, Consumer: "c1"}
 	req := Request{Key: key, Max: 100, Wait: longPoll}
-	got := pollUntil(t, mg, req, len(want))
+	got := pollUntil(t, mg, &req, len(want))
 	checkExactlyInOrder(t, got, want)
 
 	// The last batch is acknowledged by one more poll.
-	b, err := mg.Poll(context.Background(), Request{Key: key})
+	b, err := mg.Poll(context.Background(), Request{Key: key, Ack: req.Ack})
 	if err != nil {
 		t.Fatalf("final Poll: %v", err)
 	}
@@ -390,8 +393,10 @@ func TestMaxAndMaxBytesKeepLeftovers(t *testing.T) {
 	want := e.produce(t, spread(topic, 60, 100)...) // 106 bytes each with the key
 
 	key := Key{Group: kafkatest.Name("g"), Topic: topic, Consumer: "c1"}
-	got := pollUntil(t, mg, Request{Key: key, Max: 7, Wait: longPoll}, 30)
-	rest := pollUntil(t, mg, Request{Key: key, Max: 100, MaxBytes: 250, Wait: longPoll}, len(want)-len(got))
+	req := Request{Key: key, Max: 7, Wait: longPoll}
+	got := pollUntil(t, mg, &req, 30)
+	req.Max, req.MaxBytes = 100, 250
+	rest := pollUntil(t, mg, &req, len(want)-len(got))
 	checkExactlyInOrder(t, append(got, rest...), want)
 }
 
@@ -423,6 +428,7 @@ func TestRecordLargerThanMaxBytesComesAlone(t *testing.T) {
 		}
 		got = append(got, b.Records...)
 		b.Delivered()
+		req.Ack = b.ID
 	}
 	checkExactlyInOrder(t, got, want)
 	if !bigAlone {
@@ -441,6 +447,7 @@ func TestUnacknowledgedRedeliveredAfterExpiry(t *testing.T) {
 
 	b1 := pollOne(t, mg, c1)
 	b1.Delivered()
+	c1.Ack = b1.ID
 	b2 := pollOne(t, mg, c1) // acknowledges b1
 	b2.Delivered()           // never acknowledged
 	acked := b1.Records
@@ -454,7 +461,7 @@ func TestUnacknowledgedRedeliveredAfterExpiry(t *testing.T) {
 	}
 	c2 := Request{Key: Key{Group: group, Topic: topic, Consumer: "c2"}, Max: 100, Wait: longPoll}
 	rest := without(want, acked)
-	got := pollUntil(t, mg, c2, len(rest))
+	got := pollUntil(t, mg, &c2, len(rest))
 	checkExactlyInOrder(t, got, rest)
 	for _, r := range b2.Records {
 		if !slices.ContainsFunc(got, func(g *kgo.Record) bool { return id(g) == id(r) }) {
@@ -488,7 +495,7 @@ func TestCommitThenExpiryNotRedelivered(t *testing.T) {
 	waitGone(t, mg, c1.Key)
 	c2 := Request{Key: Key{Group: group, Topic: topic, Consumer: "c2"}, Max: 100, Wait: longPoll}
 	rest := without(want, b1.Records)
-	checkExactlyInOrder(t, pollUntil(t, mg, c2, len(rest)), rest)
+	checkExactlyInOrder(t, pollUntil(t, mg, &c2, len(rest)), rest)
 }
 
 func TestUndeliveredOfferedAgain(t *testing.T) {
@@ -511,8 +518,73 @@ func TestUndeliveredOfferedAgain(t *testing.T) {
 		t.Errorf("committed %v after an undelivered batch, want nothing", c)
 	}
 	b2.Delivered()
-	rest := pollUntil(t, mg, req, len(want)-len(b2.Records))
+	if b2.ID != b1.ID {
+		t.Errorf("batch handed out again has id %q, want %q", b2.ID, b1.ID)
+	}
+	req.Ack = b2.ID
+	rest := pollUntil(t, mg, &req, len(want)-len(b2.Records))
 	checkExactlyInOrder(t, append(slices.Clone(b2.Records), rest...), want)
+}
+
+// A batch is committed only when the next poll names it: a poll without
+// ack, or with another id, gets the same batch again (same id, same
+// records) and nothing is committed; Commit of some of its cursors leaves
+// the rest outstanding.
+func TestPollWithoutAckDeliversTheBatchAgain(t *testing.T) {
+	e := newEnv(t)
+	topic := e.topic(t)
+	reg := prometheus.NewRegistry()
+	mg := e.manager(t, func(c *Config) { c.Registerer = reg })
+	want := e.produce(t, spread(topic, 20, 10)...)
+	key := Key{Group: kafkatest.Name("g"), Topic: topic, Consumer: "c1"}
+	req := Request{Key: key, Max: 5, Wait: longPoll}
+	same := func(a, b *kgo.Record) bool { return id(a) == id(b) }
+
+	b1 := pollOne(t, mg, req)
+	b1.Delivered()
+	if b1.ID == "" {
+		t.Fatal("non-empty batch without an id")
+	}
+	for i, ack := range []string{"", "not-" + b1.ID} {
+		req.Ack = ack
+		again := pollOne(t, mg, req)
+		again.Delivered()
+		if again.ID != b1.ID || !slices.EqualFunc(again.Records, b1.Records, same) {
+			t.Fatalf("poll %d with ack %q: batch %s %v, want batch %s %v again", i, ack, again.ID, cursors(again.Records), b1.ID, cursors(b1.Records))
+		}
+	}
+	if c := e.committed(t, key.Group, topic); len(c) != 0 {
+		t.Errorf("committed %v without an acknowledgement, want nothing", c)
+	}
+	if v := counter(t, reg, "msgmesh_pollgroup_records_redelivered_total"); v != float64(2*len(b1.Records)) {
+		t.Errorf("redelivered metric %v, want %d", v, 2*len(b1.Records))
+	}
+
+	req.Ack = b1.ID
+	b2 := pollOne(t, mg, req)
+	b2.Delivered()
+	if b2.ID == b1.ID || slices.ContainsFunc(b2.Records, func(r *kgo.Record) bool {
+		return slices.ContainsFunc(b1.Records, func(o *kgo.Record) bool { return same(r, o) })
+	}) {
+		t.Fatalf("after ack of %s got batch %s %v, want new records", b1.ID, b2.ID, cursors(b2.Records))
+	}
+	if c, w := e.committed(t, key.Group, topic), nextOffsets(b1.Records); !equalOffsets(c, w) {
+		t.Errorf("committed %v after the ack, want %v (batch 1)", c, w)
+	}
+
+	// Commit the first record of b2: the next poll without ack gets the rest.
+	if err := mg.Commit(context.Background(), key, []cursor.Cursor{id(b2.Records[0])}); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	req.Ack = ""
+	b3 := pollOne(t, mg, req)
+	b3.Delivered()
+	if b3.ID != b2.ID || !slices.EqualFunc(b3.Records, b2.Records[1:], same) {
+		t.Fatalf("after Commit of %v got batch %s %v, want %s %v", id(b2.Records[0]), b3.ID, cursors(b3.Records), b2.ID, cursors(b2.Records[1:]))
+	}
+	req.Ack = b3.ID
+	rest := pollUntil(t, mg, &req, len(want)-len(b1.Records)-len(b2.Records))
+	checkExactlyInOrder(t, append(append(slices.Clone(b1.Records), b2.Records...), rest...), want)
 }
 
 func cursors(recs []*kgo.Record) []string {
@@ -563,6 +635,9 @@ func TestTwoConsumersSplitPartitions(t *testing.T) {
 				}
 				mu.Unlock()
 				b.Delivered()
+				if len(b.Records) > 0 {
+					reqs[i].Ack = b.ID
+				}
 			}
 		}()
 	}
@@ -643,6 +718,7 @@ func TestCloseCommitsNothingUnacknowledged(t *testing.T) {
 	}
 	b1 := pollOne(t, mg1, req)
 	b1.Delivered()
+	req.Ack = b1.ID
 	b2 := pollOne(t, mg1, req) // acknowledges b1
 	b2.Delivered()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -659,7 +735,7 @@ func TestCloseCommitsNothingUnacknowledged(t *testing.T) {
 
 	mg2 := e.manager(t, nil) // the restarted gateway
 	rest := without(want, b1.Records)
-	checkExactlyInOrder(t, pollUntil(t, mg2, req, len(rest)), rest)
+	checkExactlyInOrder(t, pollUntil(t, mg2, &req, len(rest)), rest)
 }
 
 func TestNoExpiryWhilePolling(t *testing.T) {
@@ -723,8 +799,14 @@ func TestConcurrentPollsOfOneMemberTakeTurns(t *testing.T) {
 	want := e.produce(t, spread(topic, 200, 10)...)
 	req := Request{Key: Key{Group: kafkatest.Name("g"), Topic: topic, Consumer: "c1"}, Max: 7, Wait: time.Second}
 
+	// Concurrent polls of one consumer share its acknowledgement: a poll
+	// that started before the last batch was handed out acknowledges an
+	// older one and gets the outstanding batch again, a whole duplicate.
+	// Every record arrives, none is skipped.
 	var mu sync.Mutex
 	var got []*kgo.Record
+	seen := map[cursor.Cursor]bool{}
+	ack := ""
 	ctx, cancel := context.WithTimeout(context.Background(), eventually)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -733,15 +815,28 @@ func TestConcurrentPollsOfOneMemberTakeTurns(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				b, err := mg.Poll(ctx, req)
+				mu.Lock()
+				r := req
+				r.Ack = ack
+				mu.Unlock()
+				b, err := mg.Poll(ctx, r)
 				if err != nil {
 					if ctx.Err() == nil {
 						t.Errorf("Poll: %v", err)
 					}
 					return
 				}
+				checkBatch(t, r, b)
 				mu.Lock()
-				got = append(got, b.Records...)
+				for _, r := range b.Records {
+					if !seen[id(r)] {
+						seen[id(r)] = true
+						got = append(got, r)
+					}
+				}
+				if len(b.Records) > 0 {
+					ack = b.ID
+				}
 				n := len(got)
 				mu.Unlock()
 				b.Delivered()
@@ -808,5 +903,57 @@ func TestErrors(t *testing.T) {
 	}
 	if _, err := New(Config{Registerer: reg}); err == nil {
 		t.Error("New registered the same collectors twice without error")
+	}
+}
+
+// A static member (InstanceIDPrefix) still leaves its group when closed:
+// the group is empty at once, not after the session timeout.
+func TestStaticMemberLeavesOnClose(t *testing.T) {
+	e := newEnv(t)
+	topic := e.topic(t)
+	e.produce(t, spread(topic, 10, 10)...)
+	group := kafkatest.Name("g")
+	req := Request{Key: Key{Group: group, Topic: topic, Consumer: "c1"}, Wait: longPoll}
+	mg, err := New(Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, SessionTimeout: 30 * time.Second, InstanceIDPrefix: "node-a", Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollOne(t, mg, req).Delivered()
+	members := func() (int, []string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		gs, err := e.adm.DescribeGroups(ctx, group)
+		if err != nil {
+			t.Fatalf("DescribeGroups: %v", err)
+		}
+		var ids []string
+		for _, m := range gs[group].Members {
+			if m.InstanceID != nil {
+				ids = append(ids, *m.InstanceID)
+			}
+		}
+		return len(gs[group].Members), ids
+	}
+	if n, ids := members(); n != 1 || !slices.Equal(ids, []string{"node-a-c1"}) {
+		t.Fatalf("group has %d members with instance ids %v, want one static member node-a-c1", n, ids)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	closed := time.Now()
+	if err := mg.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for {
+		n, _ := members()
+		if n == 0 {
+			break
+		}
+		if time.Since(closed) > 10*time.Second {
+			t.Fatalf("static member still in the group %v after Close (session timeout 30s)", time.Since(closed))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := New(Config{InstanceIDPrefix: "bad prefix"}); err == nil {
+		t.Error("New accepted an instance id prefix with a space")
 	}
 }

@@ -337,7 +337,8 @@ func (a *App) initServer(ctx context.Context) error {
 	a.add(service{
 		name: "http server",
 		run: func(ctx context.Context) error {
-			err := a.server.Serve(ln)
+			// net/http's own answers to unparsable requests in the error format.
+			err := a.server.Serve(httpapi.ErrorFormatListener(ln, a.log))
 			if errors.Is(err, http.ErrServerClosed) {
 				return nil
 			}
