@@ -79,4 +79,4 @@ echo "== sdks/js: msgmesh at $url on ${brokers:-the embedded broker}"
 
 cd "$tmp/app"
 MSGMESH_TEST_URL=$url MSGMESH_TEST_KEY=$key MSGMESH_SDK_DEV_DIR=$here \
-  node --expose-gc --test --test-concurrency=1 --test-timeout=120000 test/*.test.mjs
+  node --expose-gc --test --test-force-exit --test-concurrency=1 --test-timeout=120000 test/*.test.mjs

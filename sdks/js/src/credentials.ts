@@ -42,11 +42,17 @@ export class Credentials {
     return this.refresh();
   }
 
-  /** A credential that stays valid past its refresh lead (used by the refresh timers). */
-  fresh(): Promise<Credential> {
+  /**
+   * A replacement for the credential `current` (about to expire): the cached one if another caller
+   * already renewed it, else one getToken call shared by everyone who asks meanwhile.
+   */
+  renew(current: string): Promise<Credential> {
+    if (this.apiKey) return this.get();
     const c = this.cached;
-    if (c && c.expiresAt !== undefined) return this.get(refreshLead(c) + MIN_VALIDITY_MS);
-    return this.get();
+    if (c && c.value !== current && (c.expiresAt === undefined || c.expiresAt - Date.now() > MIN_VALIDITY_MS)) {
+      return Promise.resolve(c);
+    }
+    return this.refresh();
   }
 
   /** Forget a credential the server refused as expired (only if it is still the cached one). */

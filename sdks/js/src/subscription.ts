@@ -223,7 +223,7 @@ export class Subscription<T = unknown> {
     conn.refreshing = true;
     let cred: Credential;
     try {
-      cred = await this.host.creds.fresh();
+      cred = await this.host.creds.renew(conn.cred.value);
     } catch (err) {
       this.end(gen, err);
       return;
