@@ -75,6 +75,7 @@ export class MsgMeshClient {
       realtimeUrl: rt,
       minDelayMs,
       maxDelayMs,
+      heartbeatTimeoutMs: o.heartbeatTimeoutMs ?? 45_000,
       memory: (topic, room) => {
         const k = `${topic}\u0000${room ?? "\u0000*"}`;
         let m = this.memories.get(k);

@@ -25,6 +25,7 @@ export interface SubscriptionHost {
   readonly realtimeUrl: string;
   readonly minDelayMs: number;
   readonly maxDelayMs: number;
+  readonly heartbeatTimeoutMs: number;
   /** Highest delivered offsets per partition of (topic, room), kept by the client across subscriptions. */
   memory(topic: string, room: string | undefined): Map<number, number>;
   forget(sub: Subscription<any>): void;
@@ -55,6 +56,9 @@ export class Subscription<T = unknown> {
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private healthyTimer: ReturnType<typeof setTimeout> | undefined;
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
+  private watchTimer: ReturnType<typeof setInterval> | undefined;
+  /** When the current connection last received anything. */
+  private lastSeen = 0;
   /** An immediate reconnect (expired token) was used since the last healthy connection. */
   private nowUsed = false;
   private done = false;
@@ -123,7 +127,8 @@ export class Subscription<T = unknown> {
 
   private clearTimers(): void {
     for (const t of [this.retryTimer, this.healthyTimer, this.refreshTimer]) if (t !== undefined) clearTimeout(t);
-    this.retryTimer = this.healthyTimer = this.refreshTimer = undefined;
+    if (this.watchTimer !== undefined) clearInterval(this.watchTimer);
+    this.retryTimer = this.healthyTimer = this.refreshTimer = this.watchTimer = undefined;
   }
 
   /** Closes the current connection; its late callbacks and tokens are ignored from now on. */
@@ -203,6 +208,23 @@ export class Subscription<T = unknown> {
       }, HEALTHY_AFTER_MS);
     }
     this.scheduleRefresh(gen, cred);
+    this.watch(gen);
+  }
+
+  /** Replaces a live connection that went silent (a half-open TCP connection never errors). */
+  private watch(gen: number): void {
+    this.lastSeen = Date.now();
+    if (this.watchTimer !== undefined) return;
+    const limit = this.host.heartbeatTimeoutMs;
+    this.watchTimer = setInterval(() => {
+      if (gen !== this.gen) return;
+      const idle = Date.now() - this.lastSeen;
+      if (idle > limit) {
+        this.end(gen, new ServerError(`nothing received for ${idle} ms: reconnecting`, { code: "heartbeat_timeout" }));
+        return;
+      }
+      this.conn?.send?.(JSON.stringify({ type: "ping" }));
+    }, Math.max(10, Math.floor(limit / 3)));
   }
 
   private scheduleRefresh(gen: number, cred: Credential): void {
@@ -318,6 +340,7 @@ export class Subscription<T = unknown> {
         for (;;) {
           const { done, value } = await reader.read();
           if (done || gen !== this.gen) break;
+          this.lastSeen = Date.now();
           feed.feed(value);
         }
       } catch (err) {
@@ -395,6 +418,7 @@ export class Subscription<T = unknown> {
       },
       onMessage: (text) => {
         if (gen !== this.gen) return;
+        this.lastSeen = Date.now();
         this.onWSFrame(gen, id, text);
       },
       onClose: (code, reason, err) => {

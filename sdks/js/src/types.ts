@@ -47,6 +47,12 @@ export interface MsgMeshOptions {
   gatewayUrl?: string;
   realtimeUrl?: string;
   reconnect?: ReconnectOptions;
+  /**
+   * A live connection that receives nothing (no event, heartbeat comment or frame) for this long is
+   * considered dead and replaced; default 45000 (the server sends heartbeats every 15 s). Over
+   * WebSocket the SDK sends a ping frame every third of it.
+   */
+  heartbeatTimeoutMs?: number;
   /** Timeout of one HTTP request in ms (poll adds its waitMs); default 30000. */
   requestTimeoutMs?: number;
   /** fetch implementation; default globalThis.fetch. */

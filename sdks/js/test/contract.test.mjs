@@ -224,3 +224,32 @@ test("poll: the previous batch is sent as ack by the next poll, kept across a fa
   c.close();
   await new Promise((res) => server.close(res));
 });
+
+test("a live connection that goes silent is replaced after heartbeatTimeoutMs (SSE and WebSocket, which also pings)", async () => {
+  const reqs = [];
+  const { server, url } = await listen((req, res) => {
+    reqs.push(Date.now());
+    res.writeHead(200, { "Content-Type": "text/event-stream" });
+    res.write("id: e.0\n\n"); // then silence, connection left open
+  });
+  const c = new MsgMesh({ url, apiKey: "mm_test", heartbeatTimeoutMs: 300, reconnect: fast });
+  const r = recorder();
+  c.subscribe("orders", { ...r.handlers });
+  await waitFor(() => reqs.length >= 2, "an SSE reconnect after silence", 3000);
+  assert.ok(reqs[1] - reqs[0] >= 300, "not before the timeout");
+  assert.equal(r.errors[0].code, "heartbeat_timeout");
+  c.close();
+  server.closeAllConnections();
+  await new Promise((res) => server.close(res));
+
+  const fake = await fakeWS((conn, f) => {
+    if (f.type === "subscribe") send(conn.ws, { type: "subscribed", id: f.id, position: "e.0" });
+    // pings are never answered
+  });
+  const c2 = new MsgMesh({ url: fake.url, apiKey: "mm_test", heartbeatTimeoutMs: 300, reconnect: fast });
+  c2.subscribe("orders", { transport: "websocket", onMessage() {} });
+  await waitFor(() => fake.conns.length >= 2, "a WebSocket reconnect after silence", 3000);
+  assert.ok(fake.conns[0].frames.some((f) => f.type === "ping"), "the SDK pinged");
+  c2.close();
+  await fake.close();
+});
