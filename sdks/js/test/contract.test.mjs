@@ -253,3 +253,38 @@ test("a live connection that goes silent is replaced after heartbeatTimeoutMs (S
   c2.close();
   await fake.close();
 });
+
+test("backoff grows while refused and resets to its first step after a healthy connection", async () => {
+  const reqs = [];
+  let open;
+  const { server, url } = await listen((req, res) => {
+    reqs.push(Date.now());
+    if (reqs.length <= 4) {
+      return res.writeHead(503, { "Content-Type": "application/json", "X-Request-Id": `r${reqs.length}` }).end('{"error":"down","code":"not_ready"}');
+    }
+    res.writeHead(200, { "Content-Type": "text/event-stream" });
+    res.write("id: e.0\n\n");
+    open = res;
+  });
+  const min = 200;
+  const c = new MsgMesh({ url, apiKey: "mm_test", reconnect: { minDelayMs: min, maxDelayMs: 10000 } });
+  const r = recorder();
+  const s = c.subscribe("orders", { ...r.handlers });
+  await waitFor(() => s.state === "live", "live after four 503s", 10000);
+  const gaps = reqs.slice(1).map((t, i) => t - reqs[i]);
+  assert.ok(gaps[0] >= min - 5 && gaps[0] < min + 100, `attempt 0 waits min: ${gaps}`);
+  for (const [i, g] of gaps.entries()) assert.ok(g >= min - 5 && g <= min * 2 ** i + 100, `gap ${i} = ${g} within [min, min*2^${i}]`);
+  assert.equal(r.errors.length, 4);
+  assert.deepEqual(r.errors.map((e) => e.requestId), ["r1", "r2", "r3", "r4"]);
+  // Healthy for more than 5 s, then cut: the next attempt is the first step again.
+  await sleep(5300);
+  const before = reqs.length;
+  const cutAt = Date.now();
+  open.destroy();
+  await waitFor(() => reqs.length > before, "reconnect after the cut");
+  const g = reqs[before] - cutAt;
+  assert.ok(g >= min - 5 && g < min + 100, `after a healthy connection the backoff restarts at min: ${g} ms`);
+  c.close();
+  server.closeAllConnections();
+  await new Promise((res) => server.close(res));
+});

@@ -200,6 +200,23 @@ for (const transport of ["sse", "websocket"]) {
     mm.close();
   });
 
+  test(`${transport}: deleting the topic ends a live subscription with NotFoundError`, async () => {
+    const mm = admin();
+    const topic = uniq("del");
+    await mm.createTopic(topic);
+    const c = new MsgMesh({ url: URL_, apiKey: KEY, reconnect: fast });
+    const r = recorder();
+    const s = c.subscribe(topic, { transport, ...r.handlers });
+    await waitFor(() => s.state === "live", "live");
+    await mm.deleteTopic(topic);
+    await waitFor(() => s.state === "failed", "failed after the deletion");
+    const e = r.errors.at(-1);
+    assert.ok(e instanceof NotFoundError, String(e));
+    assert.ok(["topic_deleted", "topic_not_found"].includes(e.code), e.code);
+    c.close();
+    mm.close();
+  });
+
   test(`${transport}: an unknown topic fails with NotFoundError`, async () => {
     const c = new MsgMesh({ url: URL_, apiKey: KEY, reconnect: fast });
     const r = recorder();
