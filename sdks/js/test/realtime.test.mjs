@@ -104,6 +104,28 @@ for (const transport of ["sse", "websocket"]) {
     mm.close();
   });
 
+  test(`${transport}: a server's 403 (suspended tenant) is retried with backoff until it lifts`, async () => {
+    const mm = admin();
+    const topic = uniq("403");
+    await mm.createTopic(topic);
+    const proxy = await new Proxy(URL_).start();
+    proxy.mode = "status";
+    proxy.status = 403;
+    proxy.code = "tenant_suspended";
+    const c = new MsgMesh({ url: proxy.url, apiKey: KEY, reconnect: fast });
+    const r = recorder();
+    const s = c.subscribe(topic, { transport, ...r.handlers });
+    await waitFor(() => r.errors.length >= 3, "three refused attempts");
+    assert.ok(r.errors.every((e) => e instanceof ForbiddenError && e.code === "tenant_suspended"));
+    assert.notEqual(s.state, "failed");
+    proxy.mode = "pass";
+    await waitFor(() => s.state === "live", "live once the suspension lifted");
+    c.close();
+    await proxy.close();
+    await mm.deleteTopic(topic);
+    mm.close();
+  });
+
   test(`${transport}: a token expiring mid-stream is refreshed with no loss`, async () => {
     const mm = admin();
     const topic = uniq("exp");
