@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
 import { WebSocketServer } from "ws";
-import { MsgMesh, NotFoundError } from "@msgmesh/sdk";
+import { MsgMesh, NotFoundError, UnauthorizedError, RateLimitError } from "@msgmesh/sdk";
 import { waitFor, sleep, recorder } from "./helpers.mjs";
 
 const fast = { minDelayMs: 20, maxDelayMs: 100 };
@@ -286,5 +286,30 @@ test("backoff grows while refused and resets to its first step after a healthy c
   assert.ok(g >= min - 5 && g < min + 100, `after a healthy connection the backoff restarts at min: ${g} ms`);
   c.close();
   server.closeAllConnections();
+  await new Promise((res) => server.close(res));
+});
+
+test("HTTP: an expired token is renewed once and the request repeated; 429 carries retryAfter", async () => {
+  const seen = [];
+  const answers = [
+    [401, { "X-Request-Id": "a" }, { error: "expired", code: "token_expired" }],
+    [200, {}, { cursor: "0-7" }],
+    [401, {}, { error: "expired", code: "token_expired" }],
+    [401, {}, { error: "expired", code: "token_expired" }],
+    [429, { "Retry-After": "7" }, { error: "slow down", code: "rate_limited" }],
+  ];
+  const { server, url } = await listen((req, res) => {
+    seen.push(req.headers.authorization);
+    const [status, headers, body] = answers[seen.length - 1];
+    res.writeHead(status, { "Content-Type": "application/json", ...headers }).end(JSON.stringify(body));
+  });
+  let n = 0;
+  const c = new MsgMesh({ url, getToken: async () => ({ token: `tok${++n}`, expiresAt: Date.now() + 3600e3 }) });
+  assert.deepEqual(await c.publish("orders", 1), { cursor: "0-7" });
+  assert.deepEqual(seen, ["Bearer tok1", "Bearer tok2"]);
+  await assert.rejects(c.publish("orders", 2), (e) => e instanceof UnauthorizedError && e.code === "token_expired");
+  assert.deepEqual(seen.slice(2), ["Bearer tok2", "Bearer tok3"], "renewed once, then final");
+  await assert.rejects(c.publish("orders", 3), (e) => e instanceof RateLimitError && e.retryAfter === 7 && e.status === 429);
+  c.close();
   await new Promise((res) => server.close(res));
 });
