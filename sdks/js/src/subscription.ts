@@ -113,11 +113,11 @@ export class Subscription<T = unknown> {
     try {
       fn();
     } catch (err) {
-      // An exception in an application callback must not break the stream; it surfaces as an
-      // uncaught exception, as it would from an event listener.
-      queueMicrotask(() => {
-        throw err;
-      });
+      // An exception in an application callback must not break the stream (nor crash the
+      // process): it is reported like an event listener's, and the message counts as delivered.
+      const report = (globalThis as { reportError?: (e: unknown) => void }).reportError;
+      if (typeof report === "function") report(err);
+      else console.error("@msgmesh/sdk: a subscription callback threw:", err);
     }
   }
 

@@ -313,3 +313,33 @@ test("HTTP: an expired token is renewed once and the request repeated; 429 carri
   c.close();
   await new Promise((res) => server.close(res));
 });
+
+test("an exception in onMessage does not stop the subscription", async () => {
+  const fake = await fakeWS((conn, f) => {
+    if (f.type !== "subscribe") return;
+    send(conn.ws, { type: "subscribed", id: f.id, position: "e.0" });
+    for (let i = 0; i < 3; i++) send(conn.ws, { type: "message", id: f.id, position: `e.${i + 1}`, message: msg(`0-${i}`, i) });
+  });
+  const orig = console.error;
+  const reported = [];
+  console.error = (...a) => reported.push(a);
+  try {
+    const c = new MsgMesh({ url: fake.url, apiKey: "mm_test" });
+    const got = [];
+    const s = c.subscribe("orders", {
+      transport: "websocket",
+      onMessage: (m) => {
+        got.push(m.data);
+        if (m.data === 0) throw new Error("app bug");
+      },
+    });
+    await waitFor(() => got.length === 3, "all three messages");
+    assert.equal(s.state, "live");
+    assert.equal(reported.length, 1);
+    assert.match(String(reported[0][1]), /app bug/);
+    c.close();
+  } finally {
+    console.error = orig;
+    await fake.close();
+  }
+});
