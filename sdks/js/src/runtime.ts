@@ -14,5 +14,7 @@ export interface WsConn {
 
 /** What differs between Node (ws, headers) and browsers (native WebSocket, ?token=). */
 export interface Runtime {
+  /** Whether a WebSocket can carry the credential in a header (Node) or only in the URL (browsers). */
+  readonly headerAuth: boolean;
   openWebSocket(url: string, credential: string, handlers: WsHandlers): WsConn;
 }

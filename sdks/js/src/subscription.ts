@@ -3,6 +3,7 @@ import { HEALTHY_AFTER_MS, backoffDelay } from "./backoff.js";
 import { refreshLead, type Credential, type Credentials } from "./credentials.js";
 import {
   ForbiddenError,
+  InvalidRequestError,
   MsgMeshError,
   NotFoundError,
   ServerError,
@@ -400,6 +401,17 @@ export class Subscription<T = unknown> {
   // --- WebSocket -----------------------------------------------------------------------------
 
   private openWS(gen: number, cred: Credential): void {
+    if (!this.host.runtime.headerAuth && !cred.refreshable) {
+      // A browser WebSocket can only carry the credential in the URL, where keys are refused
+      // (and would leak into logs): browsers use getToken.
+      this.conn = { cred, close: () => {} };
+      this.end(
+        gen,
+        new InvalidRequestError("a browser WebSocket cannot send an API key in a header: use getToken", { status: 400, code: "key_in_url" }),
+        "fail",
+      );
+      return;
+    }
     const base = this.host.realtimeUrl.replace(/^http/, "ws");
     const url = joinURL(base, "/v1/ws");
     const id = `s${gen}`;

@@ -3,6 +3,7 @@ import type { Runtime } from "./runtime.js";
 
 /** Browsers: the native WebSocket, which cannot set headers: the token goes as ?token=. */
 export const browserRuntime: Runtime = {
+  headerAuth: false,
   openWebSocket(url, credential, h) {
     const u = new URL(url);
     u.searchParams.set("token", credential);

@@ -4,6 +4,7 @@ import type { Runtime } from "./runtime.js";
 
 /** Node: the ws package, credential in the Authorization header. */
 export const nodeRuntime: Runtime = {
+  headerAuth: true,
   openWebSocket(url, credential, h) {
     let finished = false;
     let opened = false;

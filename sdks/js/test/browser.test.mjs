@@ -43,6 +43,10 @@ for (const transport of ["sse", "websocket"]) {
     onError: (e) => window.out.errors.push(e.name + " " + e.message),
   });
 }
+// A key never goes into a WebSocket URL: browsers use getToken.
+const keyed = new MsgMesh({ url: ${JSON.stringify(proxy.url)}, apiKey: "mm_not_sent_in_a_url_000000000000000000000000" });
+window.keyed = { errors: [] };
+window.keyed.sub = keyed.subscribe(${JSON.stringify(topic)}, { transport: "websocket", onMessage() {}, onError: (e) => window.keyed.errors.push([e.name, e.code]) });
 </script>`;
   const site = http.createServer(async (req, res) => {
     if (req.url === "/") return res.writeHead(200, { "Content-Type": "text/html" }).end(page);
@@ -77,6 +81,7 @@ for (const transport of ["sse", "websocket"]) {
   const state = () => p.evaluate(() => ({ sse: window.subs?.sse?.state, ws: window.subs?.websocket?.state, n: [window.out?.sse.length, window.out?.websocket.length], errors: window.out?.errors }));
   await waitFor(async () => { const s = await state(); return s.sse === "live" && s.ws === "live"; }, `both live in the page (${logs.join(" | ")})`);
   assert.equal(tokenCalls, 1, "getToken called once up front for both subscriptions");
+  assert.deepEqual(await p.evaluate(() => [window.keyed.sub.state, window.keyed.errors]), ["failed", [["InvalidRequestError", "key_in_url"]]]);
   await publishSeq(mm, topic, 0, 30, 3);
   await waitFor(async () => { const s = await state(); return s.n[0] >= 30 && s.n[1] >= 30; }, "30 messages on both");
   proxy.cut();
