@@ -9,11 +9,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/msgmesh/msgmesh/platform/names"
 )
 
-// Names maps webhooks onto Kafka names under one prefix. Topic "wh" and
-// "dlq" are reserved tenant topic names (platform/names), so none of these
-// collides with a tenant topic or a poll group:
+// Names maps webhooks onto Kafka names under one prefix (platform/names
+// defines them). "wh" and "dlq" are reserved namespaces of tenant topic
+// names (platform/names.Topic refuses "wh", "dlq", "wh_…" and "dlq_…"), so
+// none of these collides with a tenant topic (not even as Kafka compares
+// them, "." read as "_") or a poll group:
 //
 //	webhook group   <prefix>.<tenant>.wh.<id>               msgmesh.acme.wh.wh_1a2b
 //	retry topic     <prefix>.<tenant>.wh.retry (and its group of the same name)
@@ -23,14 +27,16 @@ import (
 type Names struct{ Prefix string }
 
 // Group is the webhook's consumer group on its tenant topic.
-func (n Names) Group(tenant, id string) string { return n.Prefix + "." + tenant + ".wh." + id }
+func (n Names) Group(tenant, id string) string { return n.mapper().WebhookGroup(tenant, id) }
 
 // RetryTopic holds a tenant's pending retries; its consumer group has the
 // same name.
-func (n Names) RetryTopic(tenant string) string { return n.Prefix + "." + tenant + ".wh.retry" }
+func (n Names) RetryTopic(tenant string) string { return n.mapper().RetryTopic(tenant) }
 
 // DLQTopic holds a tenant's dead letters.
-func (n Names) DLQTopic(tenant string) string { return n.Prefix + "." + tenant + ".dlq" }
+func (n Names) DLQTopic(tenant string) string { return n.mapper().DLQTopic(tenant) }
+
+func (n Names) mapper() names.Mapper { return names.Mapper{Prefix: n.Prefix} }
 
 // InspectGroup tracks what one-shot inspection of a webhook's dead letters
 // has already shown.
