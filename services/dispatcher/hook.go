@@ -68,11 +68,21 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 			sess.AllowRebalance()
 			return nil
 		}
+		var gone error
 		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if topicGone(err) {
+				gone = fmt.Errorf("fetch %s: %w", t, err)
+			} else if !errors.Is(err, context.Canceled) {
 				log.Warn("webhook: fetch", "topic", t, "partition", p, "err", err)
 			}
 		})
+		if gone != nil {
+			// The tenant topic was deleted under us (by the API: this
+			// member is stopped soon; by a Kafka tool: it restarts after a
+			// backoff) rather than fetching in a tight loop.
+			sess.AllowRebalance()
+			return fmt.Errorf("webhook %s: %w", wh.ID, gone)
+		}
 		byPart := map[int32][]*kgo.Record{}
 		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
 		if len(byPart) == 0 {

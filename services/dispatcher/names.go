@@ -62,6 +62,12 @@ type TopicSpec struct {
 // EnsureTopics makes tenant's retry and dead-letter topics when missing.
 // Safe to call repeatedly and from any node.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string, spec TopicSpec) error {
+	_, err := ensureTopics(ctx, adm, n, tenant, spec)
+	return err
+}
+
+// ensureTopics is EnsureTopics, also returning the topics it created.
+func ensureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string, spec TopicSpec) (created []string, err error) {
 	retention := strconv.FormatInt(spec.Retention.Milliseconds(), 10)
 	maxMessage := strconv.Itoa(spec.MaxMessageBytes)
 	cfg := map[string]*string{"retention.ms": &retention, "max.message.bytes": &maxMessage}
@@ -70,9 +76,12 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string,
 		if err == nil {
 			err = resp.Err
 		}
+		if err == nil {
+			created = append(created, topic)
+		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create %s: %w", topic, err)
+			return created, fmt.Errorf("create %s: %w", topic, err)
 		}
 	}
-	return nil
+	return created, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -39,11 +40,21 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 			sess.AllowRebalance()
 			return nil
 		}
+		var gone error
 		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if topicGone(err) {
+				gone = fmt.Errorf("fetch %s: %w", t, err)
+			} else if !errors.Is(err, context.Canceled) {
 				d.log.Warn("webhook retries: fetch", "topic", t, "partition", p, "err", err)
 			}
 		})
+		if gone != nil {
+			// Deleted under us: end, so that the dispatcher makes the
+			// topic again and restarts this consumer after a backoff
+			// (instead of fetching in a tight loop).
+			sess.AllowRebalance()
+			return fmt.Errorf("retry consumer %s: %w", tenant, gone)
+		}
 		byPart := map[int32][]*kgo.Record{}
 		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
 		if len(byPart) == 0 {
@@ -93,6 +104,11 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 			return nil
 		}
 	}
+}
+
+// topicGone reports whether err says a topic does not exist (any more).
+func topicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
 
 // retryOne handles one retry record: next is the record that makes its
