@@ -112,7 +112,7 @@ type App struct {
 	pending atomic.Bool
 	// bootstrapErr is the last bootstrap failure while it is retried.
 	bootstrapErr atomic.Pointer[error]
-	clock   atomic.Pointer[func() time.Time]
+	clock        atomic.Pointer[func() time.Time]
 	// Addr is the HTTP listener's address once started.
 	Addr string
 	// BootstrapKey is the admin key generated on a first embedded start
