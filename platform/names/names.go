@@ -19,6 +19,7 @@
 //
 //	webhook group   <prefix>.<tenant>.wh.<webhook id>
 //	retry topic     <prefix>.<tenant>.wh.retry (and its group)
+//	attempts topic  <prefix>.<tenant>.wh.attempts
 //	dead letters    <prefix>.<tenant>.dlq
 //
 // Kafka treats "." and "_" alike when it compares topic names (both become
@@ -127,11 +128,15 @@ func (m Mapper) RetryTopic(tenant string) string { return m.Prefix + "." + tenan
 // DLQTopic holds a tenant's webhook dead letters, <prefix>.<tenant>.dlq.
 func (m Mapper) DLQTopic(tenant string) string { return m.Prefix + "." + tenant + ".dlq" }
 
+// AttemptsTopic counts a tenant's webhook POSTs in flight (compacted),
+// <prefix>.<tenant>.wh.attempts.
+func (m Mapper) AttemptsTopic(tenant string) string { return m.Prefix + "." + tenant + ".wh.attempts" }
+
 // InternalTopics lists every Kafka topic MsgMesh keeps for itself that a
 // tenant topic of tenant could meet: the tenant's own ones and the
 // process-wide ones.
 func (m Mapper) InternalTopics(tenant string) []string {
-	return []string{m.RetryTopic(tenant), m.DLQTopic(tenant), m.ControlTopic(), m.UsageTopic()}
+	return []string{m.RetryTopic(tenant), m.DLQTopic(tenant), m.AttemptsTopic(tenant), m.ControlTopic(), m.UsageTopic()}
 }
 
 // SplitKafkaTopic reverses KafkaTopic; ok is false for other names.

@@ -102,6 +102,13 @@ type Dispatcher struct {
 	// checked is when checkTopics last looked (reconcile's goroutine only).
 	checked time.Time
 
+	// alMu guards attemptLogs and runCtx (Run's context; the attempt
+	// logs' followers run until it ends).
+	alMu        sync.Mutex
+	attemptLogs map[string]*attemptLog // by tenant
+	runCtx      context.Context
+	followers   sync.WaitGroup
+
 	attempts    *prometheus.CounterVec
 	deadLetters prometheus.Counter
 }
@@ -175,7 +182,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d := &Dispatcher{
 		cfg: cfg, log: cfg.Logger, names: Names{Prefix: cfg.TopicPrefix}, state: cfg.State, prod: prod, adm: kadm.NewClient(prod),
 		kick: make(chan struct{}, 1), instance: instanceID(), ran: make(chan struct{}), hooks: map[string]*worker{}, retries: map[string]*worker{},
-		sems: map[string]chan struct{}{}, ensured: map[string]*ensured{}, backoff: map[string]*restart{},
+		sems: map[string]chan struct{}{}, ensured: map[string]*ensured{}, backoff: map[string]*restart{}, attemptLogs: map[string]*attemptLog{},
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_webhook_attempts_total",
 			Help: "Webhook delivery attempts by outcome (delivered, permanent, temporary, refused)."}, []string{"outcome"}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_webhook_dead_letters_total",
@@ -222,9 +229,13 @@ func (d *Dispatcher) OnControlEvent(ev controlstate.Event, outcome error) {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.running.Store(true)
 	defer close(d.ran)
+	defer d.followers.Wait()
 	if err := d.cfg.WaitReady(ctx); err != nil {
 		return nil
 	}
+	d.alMu.Lock()
+	d.runCtx = ctx
+	d.alMu.Unlock()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -447,7 +458,7 @@ func (d *Dispatcher) checkTopics(ctx context.Context, tenants map[string]bool) {
 	d.ensuredMu.Lock()
 	for t := range tenants {
 		if e := d.ensured[t]; e != nil && e.done {
-			topics = append(topics, d.names.RetryTopic(t), d.names.DLQTopic(t))
+			topics = append(topics, d.names.RetryTopic(t), d.names.DLQTopic(t), d.names.AttemptsTopic(t))
 		}
 	}
 	d.ensuredMu.Unlock()
@@ -463,7 +474,7 @@ func (d *Dispatcher) checkTopics(ctx context.Context, tenants map[string]bool) {
 	d.ensuredMu.Lock()
 	defer d.ensuredMu.Unlock()
 	for t := range tenants {
-		for _, topic := range []string{d.names.RetryTopic(t), d.names.DLQTopic(t)} {
+		for _, topic := range []string{d.names.RetryTopic(t), d.names.DLQTopic(t), d.names.AttemptsTopic(t)} {
 			if td, ok := details[topic]; !ok || topicGone(td.Err) {
 				if e := d.ensured[t]; e != nil && e.done {
 					e.done = false
@@ -522,10 +533,12 @@ func (d *Dispatcher) sem(id string) chan struct{} {
 	return s
 }
 
-// attempt makes one delivery attempt of l to wh. It is not cut short by
-// ctx (shutdown lets it finish so that its outcome is recorded) beyond
-// waiting for a concurrency slot.
-func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l letter) (attemptResult, error) {
+// attempt makes one delivery attempt of l to wh, first recording in the
+// tenant's attempts topic that it starts (l.Posts is then the number of
+// this POST; see attemptLog). It is not cut short by ctx (shutdown lets it
+// finish so that its outcome is recorded) beyond waiting for a concurrency
+// slot. An error means no attempt was made.
+func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *letter) (attemptResult, error) {
 	s := d.sem(wh.ID)
 	select {
 	case s <- struct{}{}:
@@ -533,6 +546,11 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l let
 		return attemptResult{}, ctx.Err()
 	}
 	defer func() { <-s }()
+	n, err := d.attemptLog(l.tenant).start(ctx, *l)
+	if err != nil {
+		return attemptResult{}, err
+	}
+	l.Posts = n
 	res := d.post(context.WithoutCancel(ctx), wh.URL, wh.Secret, l.MessageID, l.body())
 	d.attempts.WithLabelValues(res.Outcome.String()).Inc()
 	if res.Outcome != Delivered {

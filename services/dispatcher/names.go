@@ -22,6 +22,7 @@ import (
 //	webhook group   <prefix>.<tenant>.wh.<id>               msgmesh.acme.wh.wh_1a2b
 //	retry topic     <prefix>.<tenant>.wh.retry (and its group of the same name)
 //	dead letters    <prefix>.<tenant>.dlq                   retention.ms 30 days
+//	attempts        <prefix>.<tenant>.wh.attempts           compacted; POSTs in flight
 //	inspection      <prefix>.<tenant>.wh.<id>.dlq-inspect   (group; one-shot reads)
 //	replay          <prefix>.<tenant>.wh.<id>.dlq-replay    (group; replay watermark)
 type Names struct{ Prefix string }
@@ -35,6 +36,9 @@ func (n Names) RetryTopic(tenant string) string { return n.mapper().RetryTopic(t
 
 // DLQTopic holds a tenant's dead letters.
 func (n Names) DLQTopic(tenant string) string { return n.mapper().DLQTopic(tenant) }
+
+// AttemptsTopic counts the tenant's POSTs in flight (see attemptLog).
+func (n Names) AttemptsTopic(tenant string) string { return n.mapper().AttemptsTopic(tenant) }
 
 func (n Names) mapper() names.Mapper { return names.Mapper{Prefix: n.Prefix} }
 
@@ -59,7 +63,8 @@ type TopicSpec struct {
 	MaxMessageBytes int
 }
 
-// EnsureTopics makes tenant's retry and dead-letter topics when missing.
+// EnsureTopics makes tenant's retry, dead-letter and attempts topics when
+// missing.
 // Safe to call repeatedly and from any node.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string, spec TopicSpec) error {
 	_, err := ensureTopics(ctx, adm, n, tenant, spec)
@@ -82,6 +87,20 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string,
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return created, fmt.Errorf("create %s: %w", topic, err)
 		}
+	}
+	// One key per message in flight, deleted when it is done with.
+	compact, segment, tombstones := "compact", strconv.FormatInt(time.Hour.Milliseconds(), 10), strconv.FormatInt(time.Hour.Milliseconds(), 10)
+	topic := n.AttemptsTopic(tenant)
+	resp, err := adm.CreateTopic(ctx, 1, spec.ReplicationFactor,
+		map[string]*string{"cleanup.policy": &compact, "segment.ms": &segment, "delete.retention.ms": &tombstones}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err == nil {
+		created = append(created, topic)
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return created, fmt.Errorf("create %s: %w", topic, err)
 	}
 	return created, nil
 }
