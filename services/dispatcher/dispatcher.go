@@ -17,7 +17,13 @@
 // reads committed), so a restart neither loses an attempt nor forks the
 // sequence: exactly one dead letter. A crash after an attempt was made
 // but before its transaction committed makes that attempt again (at
-// least once: the receiver deduplicates by webhook-id).
+// least once: the receiver deduplicates by webhook-id). Every POST is
+// recorded as started before it is sent (attemptLog), so the dead letter
+// says how many POSTs were made, repeated ones included.
+//
+// Topics deleted under the dispatcher (retry, dead-letter, attempts) are
+// made again: a metadata check every few seconds, and consumers that end
+// on UNKNOWN_TOPIC_ID restart after an exponential backoff.
 package dispatcher
 
 import (
