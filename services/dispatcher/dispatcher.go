@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -134,6 +135,7 @@ type worker struct {
 type restart struct {
 	until    time.Time
 	failures int
+	b        *backoff.ExponentialBackOff
 }
 
 // ensured is whether a tenant's retry and dead-letter topics are known to
@@ -154,18 +156,18 @@ const (
 )
 
 // fail records one more consecutive failure at now and returns the wait
-// before the next try: restartMin·2^(failures-1) capped at restartMax,
-// less up to half of it at random (so that nodes and tenants spread out).
+// before the next try: from restartMin, doubling up to restartMax,
+// jittered ±50% (so that nodes and tenants spread out).
 func (r *restart) fail(now time.Time) time.Duration {
-	r.failures++
-	b := restartMin
-	for i := 1; i < r.failures && b < restartMax; i++ {
-		b *= 2
+	if r.b == nil {
+		r.b = backoff.NewExponentialBackOff()
+		r.b.InitialInterval, r.b.MaxInterval, r.b.MaxElapsedTime = restartMin, restartMax, 0
+		r.b.Reset()
 	}
-	b = min(b, restartMax)
-	b -= time.Duration(rand.Float64() * 0.5 * float64(b))
-	r.until = now.Add(b)
-	return b
+	r.failures++
+	wait := r.b.NextBackOff()
+	r.until = now.Add(wait)
+	return wait
 }
 
 // New returns a Dispatcher; Run starts it.
