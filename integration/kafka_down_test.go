@@ -31,7 +31,7 @@ func (b *lateBroker) Open(t *testing.T) {
 	b.mu.Lock()
 	b.ln = ln
 	b.mu.Unlock()
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -39,12 +39,12 @@ func (b *lateBroker) Open(t *testing.T) {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				up, err := net.Dial("tcp", b.target)
 				if err != nil {
 					return
 				}
-				defer up.Close()
+				defer func() { _ = up.Close() }()
 				go func() { _, _ = io.Copy(up, c) }()
 				_, _ = io.Copy(c, up)
 			}()
