@@ -52,18 +52,18 @@ func (b *lateBroker) Open(t *testing.T) {
 	}()
 }
 
-type lockedBuffer struct {
+type serveOutput struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *serveOutput) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *serveOutput) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
@@ -77,7 +77,7 @@ func TestServeStaysUpUntilKafkaComesBack(t *testing.T) {
 	c := h.NewCluster(t)
 	broker := &lateBroker{addr: h.FreeAddr(t), target: c.Brokers[0]}
 	addr := h.FreeAddr(t)
-	out := &lockedBuffer{}
+	out := &serveOutput{}
 	cmd := exec.Command(h.Binary(t), "serve")
 	cmd.Env = append(c.EnvFor(addr), "MSGMESH_KAFKA_BROKERS="+broker.addr, "MSGMESH_KAFKA_REQUEST_TIMEOUT=2s")
 	cmd.Stdout, cmd.Stderr = out, out
