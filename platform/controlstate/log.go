@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -53,6 +54,9 @@ type Log struct {
 
 	ready   atomic.Bool
 	readyCh chan struct{}
+	// kafkaErr is why Run could not reach Kafka last time it tried (nil
+	// once it did).
+	kafkaErr atomic.Pointer[error]
 
 	mu      sync.Mutex
 	waiters map[string]chan error
@@ -62,8 +66,10 @@ type Log struct {
 	offset  prometheus.Gauge
 }
 
-// Open connects to Kafka and makes sure the control topic exists (one
-// partition, retention.ms=-1). Call Run to read it.
+// Open prepares the Kafka clients; it does not wait for Kafka, so a
+// process starts (and answers /healthz) while the brokers are unreachable.
+// Call Run to make sure the control topic exists (one partition,
+// retention.ms=-1) and read it.
 func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if cfg.Topic == "" {
 		return nil, errors.New("controlstate: Config.Topic is required")
@@ -93,11 +99,46 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 			}
 		}
 	}
-	if err := l.ensureTopic(ctx); err != nil {
-		prod.Close()
-		return nil, err
-	}
 	return l, nil
+}
+
+// Retry timing of Run while Kafka is unreachable: exponential, jittered
+// (±50%), capped.
+const (
+	retryMin = 250 * time.Millisecond
+	retryMax = 10 * time.Second
+)
+
+func newBackOff() *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = retryMin, retryMax, 0
+	b.Reset()
+	return b
+}
+
+// KafkaErr reports why Kafka could not be reached the last time Run tried
+// (the control topic could not be made or its end offset read), or nil
+// once it was; for readiness checks.
+func (l *Log) KafkaErr() error {
+	if p := l.kafkaErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// retry records err and waits b's next backoff; false when ctx ended.
+func (l *Log) retry(ctx context.Context, b *backoff.ExponentialBackOff, what string, err error) bool {
+	l.kafkaErr.Store(&err)
+	wait := b.NextBackOff()
+	l.log.Warn("control log: "+what+"; retrying", "err", err, "backoff", wait.Round(time.Millisecond))
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 func (l *Log) ensureTopic(ctx context.Context) error {
@@ -146,12 +187,28 @@ func (l *Log) Ping(ctx context.Context) error {
 	return err
 }
 
-// Run reads the control log from the start, then follows it until ctx is
-// done. It returns nil on cancellation.
+// Run makes sure the control topic exists, reads the control log from the
+// start, then follows it until ctx is done. While Kafka is unreachable it
+// retries with backoff (KafkaErr says why meanwhile). It returns nil on
+// cancellation.
 func (l *Log) Run(ctx context.Context) error {
+	b := newBackOff()
+	for {
+		tctx, cancel := context.WithTimeout(ctx, l.appendTimeout())
+		err := l.ensureTopic(tctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !l.retry(ctx, b, "making the control topic", err) {
+			return nil
+		}
+	}
 	var end int64
 	for {
-		offs, err := l.adm.ListEndOffsets(ctx, l.cfg.Topic)
+		tctx, cancel := context.WithTimeout(ctx, l.appendTimeout())
+		offs, err := l.adm.ListEndOffsets(tctx, l.cfg.Topic)
+		cancel()
 		if err == nil {
 			err = offs.Error()
 		}
@@ -162,16 +219,11 @@ func (l *Log) Run(ctx context.Context) error {
 			}
 			err = errors.New("control topic partition 0 missing")
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !l.retry(ctx, b, "reading the end offset", err) {
 			return nil
-		}
-		l.log.Warn("control log: reading end offset", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
 		}
 	}
+	l.kafkaErr.Store(nil)
 	if end == 0 {
 		l.markReady()
 	}
@@ -278,11 +330,7 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Event, error) {
 		l.mu.Unlock()
 	}()
 	rec := &kgo.Record{Value: val, Headers: []kgo.RecordHeader{{Key: "type", Value: []byte(typ)}, {Key: "v", Value: []byte(strconv.Itoa(SchemaVersion))}}}
-	timeout := l.cfg.AppendTimeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
+	tctx, cancel := context.WithTimeout(ctx, l.appendTimeout())
 	defer cancel()
 	produced := make(chan error, 1)
 	go func() { produced <- l.prod.ProduceSync(tctx, rec).FirstErr() }()
@@ -300,6 +348,13 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Event, error) {
 	case <-tctx.Done():
 		return ev, fmt.Errorf("controlstate: waiting for %s to apply: %w", typ, tctx.Err())
 	}
+}
+
+func (l *Log) appendTimeout() time.Duration {
+	if l.cfg.AppendTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return l.cfg.AppendTimeout
 }
 
 // Close releases the producer. Stop Run by cancelling its context.

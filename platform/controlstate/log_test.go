@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -121,5 +122,42 @@ func TestKeyRevocation(t *testing.T) {
 	}
 	if t0, _ := s.Tenant("t"); !t0.StrictTopics {
 		t.Fatal("strict topic gate must default on")
+	}
+}
+
+// With the brokers unreachable, Open still succeeds (the process starts
+// and answers /healthz) and Run keeps retrying, saying why in KafkaErr.
+func TestOpenWithoutKafkaRetries(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	l, err := Open(context.Background(), Config{Topic: "never", ClientOpts: []kgo.Opt{kgo.SeedBrokers(addr)}, AppendTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("Open with Kafka unreachable: %v", err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.KafkaErr() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("KafkaErr still nil after 10s with Kafka unreachable")
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned with Kafka unreachable: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if l.Ready() {
+		t.Fatal("ready without Kafka")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
 	}
 }

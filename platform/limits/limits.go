@@ -142,14 +142,17 @@ type Limiter struct {
 
 	ready   atomic.Bool
 	readyCh chan struct{}
+	// kafkaErr is why Run could not reach Kafka last time it tried (nil
+	// once it did).
+	kafkaErr atomic.Pointer[error]
 
 	refused       *prometheus.CounterVec
 	flushFailures prometheus.Counter
 }
 
-// New validates cfg, connects to Kafka and creates the usage topic if it is
-// missing. Call Run to follow the topic and flush counts, and Close when
-// done.
+// New validates cfg and prepares the Kafka clients; it does not wait for
+// Kafka. Call Run to create the usage topic if it is missing, follow it and
+// flush counts, and Close when done.
 func New(ctx context.Context, cfg Config) (*Limiter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -195,10 +198,6 @@ func New(ctx context.Context, cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("limits: client: %w", err)
 	}
 	l.prod, l.adm = prod, kadm.NewClient(prod)
-	if err := l.ensureTopic(ctx); err != nil {
-		prod.Close()
-		return nil, err
-	}
 	return l, nil
 }
 

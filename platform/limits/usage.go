@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -128,11 +129,58 @@ func (l *Limiter) markReady() {
 	}
 }
 
-// Run reads the usage topic from the start, then follows it, and writes
-// this process's counts every FlushEvery once caught up. It returns nil
-// when ctx is done; Kafka errors are logged and retried, never returned.
+// KafkaErr reports why Kafka could not be reached the last time Run tried
+// to make or read the usage topic before it was ready, or nil once it was;
+// for readiness checks.
+func (l *Limiter) KafkaErr() error {
+	if p := l.kafkaErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// retry records err and waits b's next backoff; false when ctx ended.
+func (l *Limiter) retry(ctx context.Context, b *backoff.ExponentialBackOff, what string, err error) bool {
+	l.kafkaErr.Store(&err)
+	wait := b.NextBackOff()
+	l.log.Warn("limits: "+what+"; retrying", "topic", l.cfg.UsageTopic, "err", err, "backoff", wait.Round(time.Millisecond))
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// newBackOff is the retry timing while Kafka is unreachable: from 250ms,
+// doubling, jittered ±50%, capped at 10s.
+func newBackOff() *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 250*time.Millisecond, 10*time.Second, 0
+	b.Reset()
+	return b
+}
+
+// Run creates the usage topic if it is missing, reads it from the start,
+// then follows it, and writes this process's counts every FlushEvery once
+// caught up. It returns nil when ctx is done; Kafka errors are logged and
+// retried with backoff (KafkaErr says why meanwhile), never returned.
 func (l *Limiter) Run(ctx context.Context) error {
-	ends, ok := l.offsetsToRead(ctx)
+	b := newBackOff()
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := l.ensureTopic(tctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !l.retry(ctx, b, "making the usage topic", err) {
+			return nil
+		}
+	}
+	ends, ok := l.offsetsToRead(ctx, b)
 	if !ok {
 		return nil
 	}
@@ -179,7 +227,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 // offsetsToRead returns, per partition of the usage topic that holds
 // records, the end offset to read up to before Ready. It retries until
 // Kafka answers; ok is false when ctx is done first.
-func (l *Limiter) offsetsToRead(ctx context.Context) (ends map[int32]int64, ok bool) {
+func (l *Limiter) offsetsToRead(ctx context.Context, b *backoff.ExponentialBackOff) (ends map[int32]int64, ok bool) {
 	for {
 		starts, err := l.adm.ListStartOffsets(ctx, l.cfg.UsageTopic)
 		if err == nil {
@@ -195,17 +243,12 @@ func (l *Limiter) offsetsToRead(ctx context.Context) (ends map[int32]int64, ok b
 						ends[p] = end
 					}
 				}
+				l.kafkaErr.Store(nil)
 				return ends, true
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !l.retry(ctx, b, "reading usage topic offsets", err) {
 			return nil, false
-		}
-		l.log.Warn("limits: reading usage topic offsets", "topic", l.cfg.UsageTopic, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, false
-		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

@@ -12,6 +12,23 @@
 //	Kafka topic     <prefix>.<tenant>.<topic>          msgmesh.acme.orders
 //	consumer group  <prefix>.<tenant>.<topic>.<group>  msgmesh.acme.orders.billing
 //	control topic   <prefix>.__control
+//	usage topic     <prefix>.__usage
+//
+// MsgMesh's own per-tenant names live in the reserved namespaces "wh" and
+// "dlq" (see Reserved):
+//
+//	webhook group   <prefix>.<tenant>.wh.<webhook id>
+//	retry topic     <prefix>.<tenant>.wh.retry (and its group)
+//	attempts topic  <prefix>.<tenant>.wh.attempts
+//	dead letters    <prefix>.<tenant>.dlq
+//
+// Kafka treats "." and "_" alike when it compares topic names (both become
+// "_" in metric names, so it refuses a topic whose name differs from an
+// existing one only there: Collide). A tenant topic "wh_retry" would thus
+// take the place of the retry topic "<prefix>.<tenant>.wh.retry". Topic
+// therefore refuses a reserved name and every name in a reserved namespace
+// ("wh_…", "dlq_…"), so no tenant topic can collide with an internal topic,
+// and no poll group (under a tenant topic) with an internal group.
 package names
 
 import (
@@ -26,8 +43,25 @@ var (
 )
 
 // Reserved topic names, kept for MsgMesh's own per-tenant Kafka topics and
-// groups (webhooks, dead letters).
+// groups (webhooks, dead letters). Each is a namespace: the name itself and
+// every name that starts with it and "_" are refused (see Topic).
 var Reserved = map[string]bool{"wh": true, "dlq": true}
+
+// reservedNamespace returns the reserved namespace name belongs to, or "".
+func reservedNamespace(name string) string {
+	ns, _, _ := strings.Cut(name, "_")
+	if Reserved[ns] {
+		return ns
+	}
+	return ""
+}
+
+// Collide reports whether Kafka considers topic names a and b the same:
+// equal once every "." is read as "_" (Kafka refuses to create the second
+// with INVALID_TOPIC_EXCEPTION, "collides with existing topic").
+func Collide(a, b string) bool {
+	return strings.ReplaceAll(a, ".", "_") == strings.ReplaceAll(b, ".", "_")
+}
 
 // Tenant checks a tenant id.
 func Tenant(id string) error {
@@ -42,8 +76,11 @@ func Topic(name string) error {
 	if !nameRE.MatchString(name) {
 		return fmt.Errorf("topic name %q: want 1-100 of [A-Za-z0-9_-] (no dots, slashes or spaces)", name)
 	}
-	if Reserved[name] {
-		return fmt.Errorf("topic name %q is reserved", name)
+	if ns := reservedNamespace(name); ns != "" {
+		if ns == name {
+			return fmt.Errorf("topic name %q is reserved for MsgMesh's own topics", name)
+		}
+		return fmt.Errorf("topic name %q is reserved for MsgMesh's own topics: names starting with %q collide in Kafka (which reads \"_\" as \".\") with internal ones such as %s.<tenant>.%s", name, ns+"_", "<prefix>", strings.Replace(name, "_", ".", 1))
 	}
 	return nil
 }
@@ -77,6 +114,30 @@ func (m Mapper) ControlTopic() string { return m.Prefix + ".__control" }
 // UsageTopic holds per-process message counts for monthly quotas,
 // <prefix>.__usage.
 func (m Mapper) UsageTopic() string { return m.Prefix + ".__usage" }
+
+// WebhookGroup is a webhook's consumer group on its tenant topic,
+// <prefix>.<tenant>.wh.<id>.
+func (m Mapper) WebhookGroup(tenant, id string) string {
+	return m.Prefix + "." + tenant + ".wh." + id
+}
+
+// RetryTopic holds a tenant's pending webhook retries, <prefix>.<tenant>.wh.retry;
+// its consumer group has the same name.
+func (m Mapper) RetryTopic(tenant string) string { return m.Prefix + "." + tenant + ".wh.retry" }
+
+// DLQTopic holds a tenant's webhook dead letters, <prefix>.<tenant>.dlq.
+func (m Mapper) DLQTopic(tenant string) string { return m.Prefix + "." + tenant + ".dlq" }
+
+// AttemptsTopic counts a tenant's webhook POSTs in flight (compacted),
+// <prefix>.<tenant>.wh.attempts.
+func (m Mapper) AttemptsTopic(tenant string) string { return m.Prefix + "." + tenant + ".wh.attempts" }
+
+// InternalTopics lists every Kafka topic MsgMesh keeps for itself that a
+// tenant topic of tenant could meet: the tenant's own ones and the
+// process-wide ones.
+func (m Mapper) InternalTopics(tenant string) []string {
+	return []string{m.RetryTopic(tenant), m.DLQTopic(tenant), m.AttemptsTopic(tenant), m.ControlTopic(), m.UsageTopic()}
+}
 
 // SplitKafkaTopic reverses KafkaTopic; ok is false for other names.
 func (m Mapper) SplitKafkaTopic(kafkaTopic string) (tenant, topic string, ok bool) {

@@ -1,6 +1,9 @@
 package names
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestTopicRules(t *testing.T) {
 	for _, ok := range []string{"orders", "chat_1", "A-b", "x"} {
@@ -45,5 +48,39 @@ func TestMapperRoundTrip(t *testing.T) {
 	}
 	if _, _, ok := m.SplitKafkaTopic(m.ControlTopic()); ok {
 		t.Fatal("control topic parsed as a tenant topic")
+	}
+}
+
+// Kafka reads "." and "_" alike: no tenant topic may take the place of
+// one of MsgMesh's own topics, whatever the tenant.
+func TestTenantTopicsCannotCollideWithInternalTopics(t *testing.T) {
+	m := Mapper{Prefix: "msgmesh"}
+	if !Collide("msgmesh.acme.wh_retry", "msgmesh.acme.wh.retry") || Collide("msgmesh.acme.orders", "msgmesh.acme.orders2") {
+		t.Fatal("Collide does not follow Kafka's rule")
+	}
+	for _, tenant := range []string{"acme", "a-b", "0"} {
+		for _, internal := range m.InternalTopics(tenant) {
+			// The tenant topic whose Kafka name collides with internal.
+			rest, ok := strings.CutPrefix(internal, m.Prefix+"."+tenant+".")
+			if !ok {
+				continue // process-wide: no tenant id starts with "_"
+			}
+			for _, name := range []string{rest, strings.ReplaceAll(rest, ".", "_")} {
+				if Topic(name) == nil {
+					t.Errorf("tenant topic %q accepted; its Kafka topic %s collides with %s", name, m.KafkaTopic(tenant, name), internal)
+				}
+			}
+		}
+	}
+	for _, bad := range []string{"wh_retry", "wh_x", "dlq_1"} {
+		err := Topic(bad)
+		if err == nil || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("Topic(%q) = %v, want reserved", bad, err)
+		}
+	}
+	for _, ok := range []string{"whx", "wh-retry", "dlqs", "my_wh_retry", "WH_retry"} {
+		if err := Topic(ok); err != nil {
+			t.Errorf("Topic(%q) = %v, want ok", ok, err)
+		}
 	}
 }

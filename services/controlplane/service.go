@@ -214,6 +214,13 @@ func (s *Service) CreateTopic(ctx context.Context, tenant, name string, partitio
 	if err := names.Topic(name); err != nil {
 		return controlstate.Topic{}, httpapi.Errorf(httpapi.CodeValidation, "%v", err)
 	}
+	kafkaTopic := s.mapper.KafkaTopic(tenant, name)
+	for _, internal := range s.mapper.InternalTopics(tenant) {
+		if names.Collide(kafkaTopic, internal) {
+			return controlstate.Topic{}, httpapi.Errorf(httpapi.CodeValidation,
+				"topic name %q is reserved: its Kafka topic %s would collide with MsgMesh's own %s (Kafka reads \"_\" as \".\")", name, kafkaTopic, internal)
+		}
+	}
 	if partitions == 0 {
 		partitions = s.cfg.Topics.DefaultPartitions
 	}
@@ -224,7 +231,7 @@ func (s *Service) CreateTopic(ctx context.Context, tenant, name string, partitio
 		return controlstate.Topic{}, httpapi.Errorf(httpapi.CodeConflict, "topic %q already exists", name)
 	}
 	_, err := s.clog.Append(ctx, controlstate.TypeTopicCreated, controlstate.TopicCreatedData{
-		Tenant: tenant, Topic: name, Partitions: int32(partitions), KafkaTopic: s.mapper.KafkaTopic(tenant, name),
+		Tenant: tenant, Topic: name, Partitions: int32(partitions), KafkaTopic: kafkaTopic,
 	})
 	if err := appendErr(err, httpapi.CodeTenantNotFound, "topic "+strconv.Quote(name)); err != nil {
 		return controlstate.Topic{}, err

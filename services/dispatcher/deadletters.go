@@ -94,7 +94,10 @@ type DeadLetter struct {
 	Headers        []message.Header `json:"headers"`
 	PublishedAt    string           `json:"published_at"`
 	DeadLetteredAt string           `json:"dead_lettered_at"`
-	Attempts       int              `json:"attempts"`
+	// Attempts is how many POSTs were made: webhooks.max_attempts for a
+	// message that only got temporary answers, one more for each attempt
+	// made again because a dispatcher died before recording its outcome.
+	Attempts int `json:"attempts"`
 	// LastStatus is the last HTTP status (0 when the last attempt got no
 	// answer); LastError what went wrong then.
 	LastStatus int    `json:"last_status,omitempty"`
@@ -106,7 +109,7 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 func viewOf(r *kgo.Record, l letter) DeadLetter {
 	v := DeadLetter{Cursor: cursor.Cursor{Partition: r.Partition, Offset: r.Offset}.String(), MessageID: l.MessageID,
 		Topic: l.Topic, OriginalCursor: l.Cursor, Headers: message.Headers(l.Headers), PublishedAt: l.PublishedAt.UTC().Format(timeFormat),
-		DeadLetteredAt: r.Timestamp.UTC().Format(timeFormat), Attempts: l.Attempt, LastStatus: l.LastStatus, LastError: l.LastError}
+		DeadLetteredAt: r.Timestamp.UTC().Format(timeFormat), Attempts: l.postsMade(), LastStatus: l.LastStatus, LastError: l.LastError}
 	if l.Room != nil {
 		s := string(l.Room)
 		v.Room = &s

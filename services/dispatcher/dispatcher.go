@@ -17,7 +17,13 @@
 // reads committed), so a restart neither loses an attempt nor forks the
 // sequence: exactly one dead letter. A crash after an attempt was made
 // but before its transaction committed makes that attempt again (at
-// least once: the receiver deduplicates by webhook-id).
+// least once: the receiver deduplicates by webhook-id). Every POST is
+// recorded as started before it is sent (attemptLog), so the dead letter
+// says how many POSTs were made, repeated ones included.
+//
+// Topics deleted under the dispatcher (retry, dead-letter, attempts) are
+// made again: a metadata check every few seconds, and consumers that end
+// on UNKNOWN_TOPIC_ID restart after an exponential backoff.
 package dispatcher
 
 import (
@@ -33,6 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -93,12 +100,21 @@ type Dispatcher struct {
 	hooks   map[string]*worker // by webhook id
 	retries map[string]*worker // by tenant
 	sems    map[string]chan struct{}
-	backoff map[string]time.Time
+	backoff map[string]*restart // by "h"+webhook id, "r"+tenant
 
 	// ensuredMu guards ensured; never held with mu (making topics waits
 	// for Kafka, and deliveries need mu for their concurrency slot).
 	ensuredMu sync.Mutex
-	ensured   map[string]bool // tenants whose retry and DLQ topics exist
+	ensured   map[string]*ensured // by tenant
+	// checked is when checkTopics last looked (reconcile's goroutine only).
+	checked time.Time
+
+	// alMu guards attemptLogs and runCtx (Run's context; the attempt
+	// logs' followers run until it ends).
+	alMu        sync.Mutex
+	attemptLogs map[string]*attemptLog // by tenant
+	runCtx      context.Context
+	followers   sync.WaitGroup
 
 	attempts    *prometheus.CounterVec
 	deadLetters prometheus.Counter
@@ -107,10 +123,51 @@ type Dispatcher struct {
 // worker is a running consumer (a webhook's member or a tenant's retry
 // consumer).
 type worker struct {
-	tenant string
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
+	tenant  string
+	started time.Time
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error
+}
+
+// restart is when a failed worker (or the making of a tenant's topics) may
+// be tried again: consecutive failures back off exponentially.
+type restart struct {
+	until    time.Time
+	failures int
+	b        *backoff.ExponentialBackOff
+}
+
+// ensured is whether a tenant's retry and dead-letter topics are known to
+// exist, and when making them may be tried again after failures.
+type ensured struct {
+	done bool
+	// made: they were made once already (a topic made again was deleted).
+	made bool
+	restart
+}
+
+const (
+	restartMin = 500 * time.Millisecond
+	restartMax = 30 * time.Second
+	// restartReset: a worker that ran this long before failing starts its
+	// backoff over.
+	restartReset = time.Minute
+)
+
+// fail records one more consecutive failure at now and returns the wait
+// before the next try: from restartMin, doubling up to restartMax,
+// jittered ±50% (so that nodes and tenants spread out).
+func (r *restart) fail(now time.Time) time.Duration {
+	if r.b == nil {
+		r.b = backoff.NewExponentialBackOff()
+		r.b.InitialInterval, r.b.MaxInterval, r.b.MaxElapsedTime = restartMin, restartMax, 0
+		r.b.Reset()
+	}
+	r.failures++
+	wait := r.b.NextBackOff()
+	r.until = now.Add(wait)
+	return wait
 }
 
 // New returns a Dispatcher; Run starts it.
@@ -133,7 +190,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d := &Dispatcher{
 		cfg: cfg, log: cfg.Logger, names: Names{Prefix: cfg.TopicPrefix}, state: cfg.State, prod: prod, adm: kadm.NewClient(prod),
 		kick: make(chan struct{}, 1), instance: instanceID(), ran: make(chan struct{}), hooks: map[string]*worker{}, retries: map[string]*worker{},
-		sems: map[string]chan struct{}{}, ensured: map[string]bool{}, backoff: map[string]time.Time{},
+		sems: map[string]chan struct{}{}, ensured: map[string]*ensured{}, backoff: map[string]*restart{}, attemptLogs: map[string]*attemptLog{},
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_webhook_attempts_total",
 			Help: "Webhook delivery attempts by outcome (delivered, permanent, temporary, refused)."}, []string{"outcome"}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_webhook_dead_letters_total",
@@ -180,9 +237,13 @@ func (d *Dispatcher) OnControlEvent(ev controlstate.Event, outcome error) {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.running.Store(true)
 	defer close(d.ran)
+	defer d.followers.Wait()
 	if err := d.cfg.WaitReady(ctx); err != nil {
 		return nil
 	}
+	d.alMu.Lock()
+	d.runCtx = ctx
+	d.alMu.Unlock()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -243,6 +304,7 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 	}
 	// Make topics first, without d.mu: CreateTopics can take up to
 	// RequestTimeout and deliveries need d.mu (sem).
+	d.checkTopics(ctx, wantRetry)
 	ready := map[string]bool{}
 	for t := range wantRetry {
 		ready[t] = d.ensure(ctx, t)
@@ -254,7 +316,7 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 		case <-w.done:
 			delete(d.hooks, id)
 			if w.err != nil {
-				d.backoff["h"+id] = time.Now().Add(2 * time.Second)
+				d.failed("h"+id, w)
 			}
 			continue
 		default:
@@ -274,7 +336,7 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 		case <-w.done:
 			delete(d.retries, t)
 			if w.err != nil {
-				d.backoff["r"+t] = time.Now().Add(2 * time.Second)
+				d.failed("r"+t, w)
 			}
 			continue
 		default:
@@ -284,20 +346,58 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 			delete(d.retries, t)
 		}
 	}
+	for k := range d.backoff {
+		if k[0] == 'r' && !wantRetry[k[1:]] || k[0] == 'h' && wantHook[k[1:]].ID == "" {
+			delete(d.backoff, k)
+		}
+	}
 	for t := range wantRetry {
-		if _, ok := d.retries[t]; ok || time.Now().Before(d.backoff["r"+t]) || !ready[t] {
+		if _, ok := d.retries[t]; ok || d.backingOff("r"+t) || !ready[t] {
 			continue
 		}
-		d.retries[t] = d.spawn(ctx, func(ctx context.Context) error { return d.runRetry(ctx, t) })
+		w := d.spawn(ctx, func(ctx context.Context) error { return d.runRetry(ctx, t) })
+		w.tenant = t
+		d.retries[t] = w
 	}
 	for id, wh := range wantHook {
-		if _, ok := d.hooks[id]; ok || time.Now().Before(d.backoff["h"+id]) || !ready[wh.Tenant] {
+		if _, ok := d.hooks[id]; ok || d.backingOff("h"+id) || !ready[wh.Tenant] {
 			continue
 		}
 		w := d.spawn(ctx, func(ctx context.Context) error { return d.runHook(ctx, wh) })
 		w.tenant = wh.Tenant
 		d.hooks[id] = w
 	}
+}
+
+// failed records that worker w (key "h"+webhook id or "r"+tenant) ended
+// with an error: it is started again after a backoff, and its tenant's
+// retry and dead-letter topics are made again first (one of them may
+// have been deleted: a produce or fetch then fails with
+// UNKNOWN_TOPIC_OR_PARTITION or UNKNOWN_TOPIC_ID). The caller holds d.mu.
+func (d *Dispatcher) failed(key string, w *worker) {
+	now := time.Now()
+	r := d.backoff[key]
+	if r == nil || now.Sub(w.started) > restartReset {
+		r = &restart{}
+		d.backoff[key] = r
+	}
+	wait := r.fail(now)
+	d.log.Warn("webhooks: consumer failed; restarting after a backoff", "consumer", key[1:], "tenant", w.tenant,
+		"failures", r.failures, "backoff", wait.Round(time.Millisecond), "err", w.err)
+	if w.tenant != "" {
+		d.ensuredMu.Lock()
+		if e := d.ensured[w.tenant]; e != nil {
+			e.done = false
+		}
+		d.ensuredMu.Unlock()
+	}
+}
+
+// backingOff reports whether key's worker must not start yet. The caller
+// holds d.mu.
+func (d *Dispatcher) backingOff(key string) bool {
+	r := d.backoff[key]
+	return r != nil && time.Now().Before(r.until)
 }
 
 // forget deletes a deleted webhook's consumer groups once its member has
@@ -311,25 +411,86 @@ func (d *Dispatcher) forget(w *worker, tenant, id string) {
 	_, _ = d.adm.DeleteGroups(ctx, d.names.Group(tenant, id), d.names.InspectGroup(tenant, id), d.names.ReplayGroup(tenant, id))
 }
 
-// ensure makes the tenant's retry and DLQ topics once per process. Called
-// by reconcile only (one at a time), without d.mu.
+// ensure makes the tenant's retry and DLQ topics: once, and again after
+// one of the tenant's consumers failed (a topic may have been deleted;
+// see failed). Failures back off like workers. Called by reconcile only
+// (one at a time), without d.mu.
 func (d *Dispatcher) ensure(ctx context.Context, tenant string) bool {
 	d.ensuredMu.Lock()
-	done := d.ensured[tenant]
+	e := d.ensured[tenant]
+	if e == nil {
+		e = &ensured{}
+		d.ensured[tenant] = e
+	}
+	done, wait := e.done, time.Now().Before(e.until)
 	d.ensuredMu.Unlock()
 	if done {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-	defer cancel()
-	if err := EnsureTopics(ctx, d.adm, d.names, tenant, d.TopicSpec()); err != nil {
-		d.log.Warn("webhooks: making the retry and dead-letter topics", "tenant", tenant, "err", err)
+	if wait {
 		return false
 	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	created, err := ensureTopics(ctx, d.adm, d.names, tenant, d.TopicSpec())
 	d.ensuredMu.Lock()
-	d.ensured[tenant] = true
-	d.ensuredMu.Unlock()
+	defer d.ensuredMu.Unlock()
+	if err != nil {
+		wait := e.fail(time.Now())
+		d.log.Warn("webhooks: making the retry and dead-letter topics", "tenant", tenant, "failures", e.failures, "backoff", wait.Round(time.Millisecond), "err", err)
+		return false
+	}
+	for _, topic := range created {
+		if e.made {
+			d.log.Warn("webhooks: made a missing retry or dead-letter topic again (it had been deleted)", "tenant", tenant, "topic", topic)
+		}
+	}
+	e.done, e.made, e.restart = true, true, restart{}
 	return true
+}
+
+// topicCheckEvery is how often the dispatcher looks whether the retry and
+// dead-letter topics it made still exist (one metadata request for all).
+const topicCheckEvery = 5 * time.Second
+
+// checkTopics marks the tenants whose retry or dead-letter topic is gone
+// (deleted with a Kafka tool, say) as not ensured, at most every
+// topicCheckEvery, so that ensure makes them again. Called by reconcile
+// only, without d.mu.
+func (d *Dispatcher) checkTopics(ctx context.Context, tenants map[string]bool) {
+	if time.Since(d.checked) < topicCheckEvery {
+		return
+	}
+	d.checked = time.Now()
+	var topics []string
+	d.ensuredMu.Lock()
+	for t := range tenants {
+		if e := d.ensured[t]; e != nil && e.done {
+			topics = append(topics, d.names.RetryTopic(t), d.names.DLQTopic(t), d.names.AttemptsTopic(t))
+		}
+	}
+	d.ensuredMu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	details, err := d.adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return // Kafka unreachable: the consumers say so
+	}
+	d.ensuredMu.Lock()
+	defer d.ensuredMu.Unlock()
+	for t := range tenants {
+		for _, topic := range []string{d.names.RetryTopic(t), d.names.DLQTopic(t), d.names.AttemptsTopic(t)} {
+			if td, ok := details[topic]; !ok || topicGone(td.Err) {
+				if e := d.ensured[t]; e != nil && e.done {
+					e.done = false
+					d.log.Warn("webhooks: a retry or dead-letter topic is missing; making it again", "tenant", t, "topic", topic)
+				}
+			}
+		}
+	}
 }
 
 // instanceID is host-pid-random: unique to this process.
@@ -354,7 +515,7 @@ func SpecOf(cfg config.Webhooks, rf int16, maxRecordBytes int) TopicSpec {
 
 func (d *Dispatcher) spawn(ctx context.Context, run func(context.Context) error) *worker {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &worker{cancel: cancel, done: make(chan struct{})}
+	w := &worker{started: time.Now(), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		w.err = run(ctx)
@@ -380,10 +541,12 @@ func (d *Dispatcher) sem(id string) chan struct{} {
 	return s
 }
 
-// attempt makes one delivery attempt of l to wh. It is not cut short by
-// ctx (shutdown lets it finish so that its outcome is recorded) beyond
-// waiting for a concurrency slot.
-func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l letter) (attemptResult, error) {
+// attempt makes one delivery attempt of l to wh, first recording in the
+// tenant's attempts topic that it starts (l.Posts is then the number of
+// this POST; see attemptLog). It is not cut short by ctx (shutdown lets it
+// finish so that its outcome is recorded) beyond waiting for a concurrency
+// slot. An error means no attempt was made.
+func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *letter) (attemptResult, error) {
 	s := d.sem(wh.ID)
 	select {
 	case s <- struct{}{}:
@@ -391,6 +554,11 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l let
 		return attemptResult{}, ctx.Err()
 	}
 	defer func() { <-s }()
+	n, err := d.attemptLog(l.tenant).start(ctx, *l)
+	if err != nil {
+		return attemptResult{}, err
+	}
+	l.Posts = n
 	res := d.post(context.WithoutCancel(ctx), wh.URL, wh.Secret, l.MessageID, l.body())
 	d.attempts.WithLabelValues(res.Outcome.String()).Inc()
 	if res.Outcome != Delivered {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -29,6 +30,9 @@ type partitionStep struct {
 	refused   *attemptResult
 	// stopped: the webhook was disabled or deleted meanwhile.
 	stopped bool
+	// finished are the attempt log keys of messages done with (delivered
+	// or dead-lettered), forgotten once the step is committed.
+	finished []string
 }
 
 // runHook is one webhook's consumer group member on its tenant topic. Each
@@ -54,9 +58,10 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 		return fmt.Errorf("webhook %s: %w", wh.ID, err)
 	}
 	perPoll := d.cfg.Webhooks.Concurrency
+	var assigned atomic.Bool
 	sess, err := d.session(wh.Group, topic.KafkaTopic,
 		// A partition's records are attempted one after the other.
-		time.Duration(perPoll)*d.cfg.Webhooks.AttemptTimeout)
+		time.Duration(perPoll)*d.cfg.Webhooks.AttemptTimeout, &assigned)
 	if err != nil {
 		return fmt.Errorf("webhook %s: client: %w", wh.ID, err)
 	}
@@ -68,16 +73,30 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 			sess.AllowRebalance()
 			return nil
 		}
+		var gone error
 		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if topicGone(err) {
+				gone = fmt.Errorf("fetch %s: %w", t, err)
+			} else if !errors.Is(err, context.Canceled) {
 				log.Warn("webhook: fetch", "topic", t, "partition", p, "err", err)
 			}
 		})
+		if gone != nil {
+			// The tenant topic was deleted under us (by the API: this
+			// member is stopped soon; by a Kafka tool: it restarts after a
+			// backoff) rather than fetching in a tight loop.
+			sess.AllowRebalance()
+			return fmt.Errorf("webhook %s: %w", wh.ID, gone)
+		}
 		byPart := map[int32][]*kgo.Record{}
 		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
 		if len(byPart) == 0 {
 			sess.AllowRebalance()
 			continue
+		}
+		if err := d.syncAttempts(ctx, wh.Tenant, &assigned); err != nil {
+			sess.AllowRebalance()
+			return fmt.Errorf("webhook %s: %w", wh.ID, err)
 		}
 		steps := make([]partitionStep, 0, len(byPart))
 		var mu sync.Mutex
@@ -102,7 +121,9 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 		var stopped bool
 		var out []*kgo.Record
 		var unhandled []*kgo.Record
+		var finished []string
 		for _, s := range steps {
+			finished = append(finished, s.finished...)
 			if s.refused != nil && refused == nil {
 				refused = s.refused
 			}
@@ -118,7 +139,9 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 			// Leave the group and start over from the committed offsets.
 			return fmt.Errorf("webhook %s: %w", wh.ID, err)
 		}
-		if !committed {
+		if committed {
+			d.attemptLog(wh.Tenant).forget(finished)
+		} else {
 			log.Info("webhook: transaction aborted (rebalance); the poll's attempts will be made again")
 		}
 		if refused != nil {
@@ -158,7 +181,7 @@ func (d *Dispatcher) firstAttempts(ctx context.Context, wh controlstate.Webhook,
 			return step
 		}
 		l := letterOf(wh.Tenant, wh.ID, wh.Topic, epoch, r)
-		res, err := d.attempt(ctx, cur, l)
+		res, err := d.attempt(ctx, cur, &l)
 		if err != nil {
 			step.unhandled = r
 			return step
@@ -167,8 +190,12 @@ func (d *Dispatcher) firstAttempts(ctx context.Context, wh controlstate.Webhook,
 			step.unhandled, step.refused = r, &res
 			return step
 		}
-		if next := d.nextStep(l, res); next != nil {
+		next := d.nextStep(l, res)
+		if next != nil {
 			step.out = append(step.out, next)
+		}
+		if next == nil || next.Topic == d.names.DLQTopic(wh.Tenant) {
+			step.finished = append(step.finished, attemptKey(l))
 		}
 	}
 	return step
@@ -248,8 +275,13 @@ func (d *Dispatcher) commitStep(ctx context.Context, sess *kgo.GroupTransactSess
 // processes are fenced by the group generation, KIP-447), the webhooks
 // session timeout, and a rebalance timeout covering work (one poll's
 // attempts) plus the transaction.
-func (d *Dispatcher) session(group, topic string, work time.Duration) (*kgo.GroupTransactSession, error) {
+//
+// assigned is set whenever the session is given partitions: their previous
+// owner may have died mid-attempt, so the attempt log is read up to its
+// end before the next attempts (syncAttempts).
+func (d *Dispatcher) session(group, topic string, work time.Duration, assigned *atomic.Bool) (*kgo.GroupTransactSession, error) {
 	return kgo.NewGroupTransactSession(append(append([]kgo.Opt{}, d.cfg.ClientOpts...),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { assigned.Store(true) }),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.TransactionalID(group+"."+d.instance),
@@ -269,6 +301,19 @@ func (d *Dispatcher) session(group, topic string, work time.Duration) (*kgo.Grou
 		kgo.RebalanceTimeout(work+d.txnTimeout()+5*time.Second),
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)...)
+}
+
+// syncAttempts reads tenant's attempt log up to its end if the session was
+// given partitions since the last time (assigned).
+func (d *Dispatcher) syncAttempts(ctx context.Context, tenant string, assigned *atomic.Bool) error {
+	if !assigned.Swap(false) {
+		return nil
+	}
+	if err := d.attemptLog(tenant).sync(ctx); err != nil {
+		assigned.Store(true)
+		return err
+	}
+	return nil
 }
 
 // txnTimeout bounds a transaction: it opens at its first produce (after

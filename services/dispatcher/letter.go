@@ -24,6 +24,7 @@ const (
 	hRoom       = "msgmesh-room"
 	hPublished  = "msgmesh-published-at"
 	hAttempt    = "msgmesh-attempt"
+	hPosts      = "msgmesh-posts"
 	hNotBefore  = "msgmesh-not-before"
 	hLastStatus = "msgmesh-last-status"
 	hLastError  = "msgmesh-last-error"
@@ -45,8 +46,15 @@ type letter struct {
 	Value       []byte
 	Headers     []kgo.RecordHeader // the message's own headers
 	// Attempt is, in a retry record, the number of the attempt to make; in
-	// a dead letter, how many were made.
-	Attempt    int
+	// a dead letter, how many the sequence counted (webhooks.max_attempts
+	// for temporary failures).
+	Attempt int
+	// Posts is how many POSTs were made (started) so far, the last one
+	// included: Attempt - 1 in a retry record and Attempt in a dead
+	// letter, plus one for each attempt made again because a process died
+	// before its outcome was recorded (see attemptLog). 0: not recorded
+	// (a first attempt, or a record of an earlier version).
+	Posts      int
 	NotBefore  time.Time
 	LastStatus int
 	LastError  string
@@ -81,6 +89,9 @@ func (l letter) record(kafkaTopic string) *kgo.Record {
 	}
 	add(hPublished, l.PublishedAt.UTC().Format(time.RFC3339Nano))
 	add(hAttempt, strconv.Itoa(l.Attempt))
+	if l.Posts > 0 {
+		add(hPosts, strconv.Itoa(l.Posts))
+	}
 	if !l.NotBefore.IsZero() {
 		add(hNotBefore, strconv.FormatInt(l.NotBefore.UnixMilli(), 10))
 	}
@@ -92,6 +103,23 @@ func (l letter) record(kafkaTopic string) *kgo.Record {
 	}
 	h = append(h, l.Headers...)
 	return &kgo.Record{Topic: kafkaTopic, Key: []byte(l.Webhook), Value: l.Value, Headers: h}
+}
+
+// posts is how many POSTs were made before the attempt l (a letter read
+// from the tenant topic or a retry record) is about to make.
+func (l letter) posts() int {
+	if l.Posts > 0 {
+		return l.Posts
+	}
+	return l.Attempt - 1
+}
+
+// postsMade is how many POSTs a dead letter's sequence made.
+func (l letter) postsMade() int {
+	if l.Posts > 0 {
+		return l.Posts
+	}
+	return l.Attempt
 }
 
 var errNotLetter = errors.New("not a webhook retry or dead-letter record")
@@ -121,6 +149,8 @@ func parseLetter(r *kgo.Record) (letter, error) {
 			l.PublishedAt, err = time.Parse(time.RFC3339Nano, v)
 		case hAttempt:
 			l.Attempt, err = strconv.Atoi(v)
+		case hPosts:
+			l.Posts, err = strconv.Atoi(v)
 		case hNotBefore:
 			var ms int64
 			ms, err = strconv.ParseInt(v, 10, 64)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -28,7 +30,8 @@ import (
 func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 	topic := d.names.RetryTopic(tenant)
 	perPoll := d.cfg.Webhooks.RetryPartitions
-	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout))
+	var assigned atomic.Bool
+	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout), &assigned)
 	if err != nil {
 		return fmt.Errorf("retry consumer %s: %w", tenant, err)
 	}
@@ -39,30 +42,48 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 			sess.AllowRebalance()
 			return nil
 		}
+		var gone error
 		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if topicGone(err) {
+				gone = fmt.Errorf("fetch %s: %w", t, err)
+			} else if !errors.Is(err, context.Canceled) {
 				d.log.Warn("webhook retries: fetch", "topic", t, "partition", p, "err", err)
 			}
 		})
+		if gone != nil {
+			// Deleted under us: end, so that the dispatcher makes the
+			// topic again and restarts this consumer after a backoff
+			// (instead of fetching in a tight loop).
+			sess.AllowRebalance()
+			return fmt.Errorf("retry consumer %s: %w", tenant, gone)
+		}
 		byPart := map[int32][]*kgo.Record{}
 		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
 		if len(byPart) == 0 {
 			sess.AllowRebalance()
 			continue
 		}
+		if err := d.syncAttempts(ctx, tenant, &assigned); err != nil {
+			sess.AllowRebalance()
+			return fmt.Errorf("retry consumer %s: %w", tenant, err)
+		}
 		var mu sync.Mutex
 		var failure error
 		var out, unhandled []*kgo.Record
+		var finished []string
 		var wg sync.WaitGroup
 		for _, recs := range byPart {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for _, r := range recs {
-					next, done, err := d.retryOne(ctx, tenant, r)
+					next, done, fin, err := d.retryOne(ctx, tenant, r)
 					mu.Lock()
 					if next != nil {
 						out = append(out, next)
+					}
+					if fin != "" {
+						finished = append(finished, fin)
 					}
 					if err != nil {
 						failure = errors.Join(failure, err)
@@ -86,7 +107,9 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 		if failure != nil {
 			return fmt.Errorf("retry consumer %s: %w", tenant, failure)
 		}
-		if !committed {
+		if committed {
+			d.attemptLog(tenant).forget(finished)
+		} else {
 			d.log.Info("webhook retries: transaction aborted (rebalance); the poll's attempts will be made again", "tenant", tenant)
 		}
 		if ctx.Err() != nil {
@@ -95,18 +118,24 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 	}
 }
 
+// topicGone reports whether err says a topic does not exist (any more).
+func topicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
+}
+
 // retryOne handles one retry record: next is the record that makes its
 // next step durable (nil: none), done false that ctx ended first (leave
-// the record where it is).
-func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record) (next *kgo.Record, done bool, err error) {
+// the record where it is), finished the attempt log key of a message
+// done with (delivered, dead-lettered or dropped).
+func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record) (next *kgo.Record, done bool, finished string, err error) {
 	l, err := parseLetter(r)
 	if err != nil {
 		d.log.Warn("webhook retries: skipping a record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-		return nil, true, nil
+		return nil, true, "", nil
 	}
 	l.tenant = tenant
 	if _, ok := d.state.Webhook(tenant, l.Webhook); !ok {
-		return nil, true, nil // deleted: its retries go with it
+		return nil, true, attemptKey(l), nil // deleted: its retries go with it
 	}
 	// Wait for the not-before time first, whatever the webhook's state, so
 	// that a parked record is looked at once per backoff_max and not in
@@ -117,27 +146,34 @@ func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record)
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, false, nil
+			return nil, false, "", nil
 		}
 	}
 	wh, ok := d.state.Webhook(tenant, l.Webhook)
 	if !ok {
-		return nil, true, nil
+		return nil, true, attemptKey(l), nil
 	}
 	if !wh.Enabled {
-		return d.park(l), true, nil
+		return d.park(l), true, "", nil
 	}
-	res, err := d.attempt(ctx, wh, l)
+	res, err := d.attempt(ctx, wh, &l)
 	if err != nil {
-		return nil, false, nil
+		if ctx.Err() == nil {
+			d.log.Warn("webhook retries: no attempt made", "tenant", tenant, "webhook", wh.ID, "err", err)
+		}
+		return nil, false, "", nil
 	}
 	if res.Outcome == Refused {
 		if err := d.disable(ctx, wh, res); err != nil {
-			return nil, false, err
+			return nil, false, "", err
 		}
-		return d.park(l), true, nil
+		return d.park(l), true, "", nil
 	}
-	return d.nextStep(l, res), true, nil
+	next = d.nextStep(l, res)
+	if next == nil || next.Topic == d.names.DLQTopic(tenant) {
+		finished = attemptKey(l)
+	}
+	return next, true, finished, nil
 }
 
 // park is l again, same attempt number, to be looked at after

@@ -24,6 +24,7 @@ import (
 
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/keyring"
+	"github.com/msgmesh/msgmesh/platform/logging"
 	"github.com/msgmesh/msgmesh/services/msgmesh/app"
 )
 
@@ -158,11 +159,5 @@ func indent(err error) string {
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: lvl}
-	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return logging.New(c.Level, c.Format, w)
 }

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/gin-contrib/cors"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/embedkafka"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/limits"
+	"github.com/msgmesh/msgmesh/platform/logging"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
@@ -111,7 +113,9 @@ type App struct {
 	services []service
 	// pending holds readiness back until set false (bootstrap done).
 	pending atomic.Bool
-	clock   atomic.Pointer[func() time.Time]
+	// bootstrapErr is the last bootstrap failure while it is retried.
+	bootstrapErr atomic.Pointer[error]
+	clock        atomic.Pointer[func() time.Time]
 	// Addr is the HTTP listener's address once started.
 	Addr string
 	// BootstrapKey is the admin key generated on a first embedded start
@@ -161,6 +165,9 @@ func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	// Repeated warnings (a fetch error in a tight loop) are logged once per
+	// interval with a count, whoever set up the logger.
+	log = slog.New(logging.LimitRepeats(log.Handler(), logging.DefaultRepeatInterval))
 	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry(), targets: targets}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	inits := map[string]func(context.Context) error{
@@ -355,8 +362,20 @@ func (a *App) initServer(ctx context.Context) error {
 	return nil
 }
 
+// readyz answers 200 once the node serves (Kafka reachable, control log
+// caught up, bootstrap done), else 503 with the reason: kafka_unavailable
+// with the last error while the brokers cannot be reached (the node keeps
+// retrying with backoff), not_ready while it catches up.
 func (a *App) readyz(c *gin.Context) {
 	if !a.ready() {
+		if err := a.kafkaErr(); err != nil {
+			httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "Kafka is not reachable (retrying): %v", err))
+			return
+		}
+		if p := a.bootstrapErr.Load(); p != nil {
+			httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeNotReady, "bootstrap failed (retrying): %v", *p))
+			return
+		}
 		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeNotReady, "catching up with the control log"))
 		return
 	}
@@ -367,6 +386,20 @@ func (a *App) readyz(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// kafkaErr is why the control log or the usage topic could not be read
+// yet, or nil.
+func (a *App) kafkaErr() error {
+	if a.clog != nil && !a.clog.Ready() {
+		if err := a.clog.KafkaErr(); err != nil {
+			return err
+		}
+	}
+	if a.limiter != nil && !a.limiter.Ready() {
+		return a.limiter.KafkaErr()
+	}
+	return nil
 }
 
 // ready: the control log has caught up and bootstrap is done.
@@ -401,14 +434,32 @@ func (a *App) initControlPlane(ctx context.Context) error {
 		if err := a.clog.WaitReady(ctx); err != nil {
 			return nil
 		}
-		bctx, cancel := context.WithTimeout(ctx, 3*a.cfg.Kafka.RequestTimeout)
-		defer cancel()
-		key, err := cp.Bootstrap(bctx, a.cfg.BootstrapAdminKey, a.cfg.Embedded())
-		if err != nil {
+		// Kafka may go away again between catching up and bootstrap:
+		// retry with backoff (readiness says why) rather than exit.
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 250*time.Millisecond, 10*time.Second, 0
+		b.Reset()
+		var key string
+		for {
+			bctx, cancel := context.WithTimeout(ctx, 3*a.cfg.Kafka.RequestTimeout)
+			k, err := cp.Bootstrap(bctx, a.cfg.BootstrapAdminKey, a.cfg.Embedded())
+			cancel()
+			if err == nil {
+				key = k
+				a.bootstrapErr.Store(nil)
+				break
+			}
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("bootstrap: %w", err)
+			a.bootstrapErr.Store(&err)
+			wait := b.NextBackOff()
+			a.log.Warn("bootstrap failed; retrying", "err", err, "backoff", wait.Round(time.Millisecond))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
 		}
 		if key != "" {
 			a.BootstrapKey = key
