@@ -194,7 +194,7 @@ class SubscriptionCore:
         finally:
             waiter.cancel()
             done.cancel()
-        if self._live.is_set():
+        if self._live.is_set() or waiter in finished:
             return
         if self.error is not None:
             raise self.error

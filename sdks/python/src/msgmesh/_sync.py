@@ -54,6 +54,8 @@ class _LoopThread:
         try:
             return fut.result(timeout)
         except concurrent.futures.TimeoutError:
+            if fut.done():
+                raise  # the coroutine's own TimeoutError
             fut.cancel()
             raise TimeoutError(f"no answer within {timeout}s") from None
 
