@@ -32,6 +32,9 @@ import msgmesh
 
 REPO = Path(__file__).resolve().parents[3]
 
+if os.environ.get("MSGMESH_TEST_REQUIRE_WHEEL") == "1" and "site-packages" not in (msgmesh.__file__ or ""):
+    raise RuntimeError(f"msgmesh was imported from {msgmesh.__file__}, not from the installed wheel")
+
 
 def free_port() -> int:
     with socket.socket() as s:
