@@ -350,3 +350,14 @@ def partition_rooms(admin: msgmesh.MsgMesh, topic: str, partitions: int) -> dict
         i += 1
     assert len(found) == partitions
     return found
+
+
+@pytest.fixture(autouse=True)
+def no_lost_background_failures(caplog):
+    """No "Task exception was never retrieved", no task destroyed while
+    pending: a background failure is handled or surfaced, never dropped."""
+    caplog.set_level("WARNING", logger="asyncio")
+    yield
+    bad = [r.getMessage() for r in caplog.records if r.name == "asyncio" and (
+        "never retrieved" in r.getMessage() or "destroyed but it is pending" in r.getMessage())]
+    assert not bad, bad

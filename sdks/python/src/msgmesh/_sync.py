@@ -61,6 +61,10 @@ class _LoopThread:
 
     def stop(self) -> None:
         if not self.loop.is_closed():
+            try:  # worker threads of get_token calls
+                self.run(self.loop.shutdown_default_executor(), timeout=10)
+            except Exception:
+                pass
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(5)
             if not self.thread.is_alive():
@@ -102,6 +106,8 @@ class Subscription:
         self._client._loop_thread().run(self._core.wait_live(timeout))
 
     def close(self) -> None:
+        with self._client._lock:
+            self._client._subs.discard(self)
         lt = self._client._lt
         if lt is not None and not lt.loop.is_closed() and self._client._core is not None:
             lt.run(self._client._core.close_subscription(self._core), timeout=30)
