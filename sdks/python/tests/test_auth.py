@@ -28,7 +28,7 @@ async def test_get_token_401_is_terminal(server, admin, kits, kind, transport):
     s = await k.subscribe(topic, transport=transport)
     await eventually(lambda: s.sub.state == "failed", 10, "state failed")
     assert isinstance(s.sub.error, msgmesh.UnauthorizedError)
-    assert any(isinstance(e, msgmesh.UnauthorizedError) for e in s.errors)
+    await eventually(lambda: any(isinstance(e, msgmesh.UnauthorizedError) for e in s.errors), 5, "on_error")
     await asyncio.sleep(0.5)
     assert len(calls) == 1, "a 401 from get_token is not retried"
 

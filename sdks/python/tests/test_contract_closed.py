@@ -69,6 +69,7 @@ async def test_sse_id_only_events_and_closed_reasons(kits, kind):
         k = kits(kind, get_token=get_token, url=url, reconnect={"min_delay": 0.05, "max_delay": 0.1})
         s = await k.subscribe("orders")
         await eventually(lambda: s.sub.state == "failed", 10, "state failed")
+        await eventually(lambda: s.sub.error in s.errors, 5, "every error through on_error")
         assert [m.cursor for m in s.messages] == ["0-5"]
         err = s.sub.error
         assert isinstance(err, msgmesh.NotFoundError) and err.code == "topic_deleted"
@@ -122,6 +123,7 @@ async def test_websocket_closed_frames_and_token_refresh_frame(kits, kind):
                  reconnect={"min_delay": 0.05, "max_delay": 0.1})
         s = await k.subscribe("orders", transport="websocket")
         await eventually(lambda: s.sub.state == "failed", 10, "state failed")
+        await eventually(lambda: s.sub.error in s.errors, 5, "every error through on_error")
         assert [m.cursor for m in s.messages] == ["0-5"]
         assert isinstance(s.sub.error, msgmesh.NotFoundError) and s.sub.error.code == "topic_deleted"
         assert conns[0]["auth"] == "Bearer tok-1" and "cursor" not in conns[0]["frames"][0]

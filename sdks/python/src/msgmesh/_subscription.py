@@ -11,9 +11,9 @@ thread of its own. Semantics (shared with the JavaScript SDK,
 * dedupe per partition: an offset not above the highest delivered for its
   partition is skipped (across reconnects, transports and resubscribes of
   the same client, topic and room); a new topic epoch starts over;
-* reconnect with full-jitter backoff (``uniform(0, min(max, min * 2**n))``,
+* reconnect with full-jitter backoff (``uniform(min, min(max, min * 2**n))``,
   0.5 s and 20 s by default), reset after a healthy connection (one that
-  delivered a message or stayed up ``HEALTHY_AFTER`` seconds);
+  stayed live ``HEALTHY_AFTER`` seconds);
 * 401 and 404 (and 400/409/413/422) are terminal: state ``failed``; 403,
   429, 5xx and lost connections are retried; every failure is reported to
   ``on_error``.
@@ -59,7 +59,8 @@ _TERMINAL = (UnauthorizedError, NotFoundError, InvalidRequestError, ConflictErro
 
 
 class Backoff:
-    """Full jitter: attempt n waits ``uniform(0, min(max_delay, min_delay * 2**n))``."""
+    """Full jitter, as the JavaScript SDK: attempt n waits
+    ``uniform(min_delay, min(max_delay, min_delay * 2**n))``."""
 
     def __init__(self, min_delay: float = 0.5, max_delay: float = 20.0) -> None:
         if min_delay <= 0 or max_delay < min_delay:
@@ -71,7 +72,7 @@ class Backoff:
         return min(self.max_delay, self.min_delay * (2 ** min(attempt, 40)))
 
     def delay(self, attempt: int) -> float:
-        return random.uniform(0, self.ceiling(attempt))
+        return random.uniform(self.min_delay, self.ceiling(attempt))
 
 
 class Dedupe:
@@ -106,11 +107,13 @@ class Dedupe:
 class _Reconnect(Exception):
     """Control flow: end this connection and open the next one."""
 
-    def __init__(self, error: BaseException | None = None, *, immediate: bool = False, refresh: bool = False) -> None:
+    def __init__(self, error: BaseException | None = None, *, immediate: bool = False, refresh: bool = False,
+                 planned: bool = False) -> None:
         super().__init__("reconnect")
         self.error = error
         self.immediate = immediate
         self.refresh = refresh
+        self.planned = planned  # our own token refresh (SSE), not a failure
 
 
 def _lost(e: BaseException) -> BaseException:
@@ -232,7 +235,7 @@ class SubscriptionCore:
         try:
             while True:
                 err: BaseException | None = None
-                immediate = False
+                immediate = planned = False
                 self._gen += 1
                 self._live_at = None
                 self._delivered = 0
@@ -248,7 +251,7 @@ class SubscriptionCore:
                         await self._run_ws(cred)
                     err = ConnectionLostError("the stream ended", code="stream_ended")
                 except _Reconnect as r:
-                    err, immediate = r.error, r.immediate
+                    err, immediate, planned = r.error, r.immediate, r.planned
                     if r.refresh:
                         force = True
                 except asyncio.CancelledError:
@@ -266,13 +269,14 @@ class SubscriptionCore:
                         err = e
                 except Exception as e:
                     err = _lost(e)
-                healthy = self._live_at is not None and (
-                    self._delivered > 0 or time.monotonic() - self._live_at >= HEALTHY_AFTER)
+                healthy = self._live_at is not None and time.monotonic() - self._live_at >= HEALTHY_AFTER
                 if healthy:
                     attempt = 0
-                immediate_streak = immediate_streak + 1 if immediate and not healthy else 0
-                if immediate_streak > 2:
-                    immediate = False  # refreshing does not help: back off
+                    immediate_streak = 0
+                if immediate and not planned:
+                    immediate_streak += 1
+                    if immediate_streak > 1:
+                        immediate = False  # one immediate retry per healthy connection, then back off
                 if err is not None:
                     await self._disp.put("error", err)
                 await self._set_state("reconnecting")
@@ -328,10 +332,10 @@ class SubscriptionCore:
                 async for ev in es.aiter_sse():
                     await self._on_sse(ev)
                     if refresh_at is not None and time.time() >= refresh_at:
-                        raise _Reconnect(None, immediate=True, refresh=True)
+                        raise _Reconnect(None, immediate=True, refresh=True, planned=True)
             except httpx.ReadTimeout as e:
                 if refresh_at is not None and time.time() >= refresh_at - 0.05:
-                    raise _Reconnect(None, immediate=True, refresh=True) from e
+                    raise _Reconnect(None, immediate=True, refresh=True, planned=True) from e
                 raise ConnectionLostError(f"nothing received for {read_timeout:.0f}s, not even a heartbeat",
                                           code="idle_timeout") from e
 
