@@ -105,9 +105,12 @@ class ServerError(MsgMeshError):
     time, nothing is confirmed). Carries ``request_id``."""
 
 
-class ConnectionLostError(MsgMeshError):
+class ConnectionLostError(ServerError):
     """No answer, or a stream that broke or ended: the network, a proxy, or
-    a server that went away. Subscriptions reconnect with backoff."""
+    a server that went away (``status`` is ``None``; ``code``
+    ``network_error``, ``stream_ended``, ``idle_timeout``...). A
+    :class:`ServerError`, as the JavaScript SDK reports it; subscriptions
+    reconnect with backoff."""
 
 
 def _class_for(status: int) -> type[MsgMeshError]:

@@ -119,7 +119,7 @@ class _Reconnect(Exception):
 def _lost(e: BaseException) -> BaseException:
     if isinstance(e, (httpx.TransportError, httpx_sse.SSEError, OSError, asyncio.TimeoutError,
                       websockets.exceptions.WebSocketException, json.JSONDecodeError)):
-        err = ConnectionLostError(f"connection lost: {type(e).__name__}: {e}".rstrip(": "), code="connection_lost")
+        err = ConnectionLostError(f"connection lost: {type(e).__name__}: {e}".rstrip(": "), code="network_error")
         err.__cause__ = e
         return err
     return e
@@ -139,6 +139,8 @@ def closed_reason(reason: str | None, text: str | None) -> BaseException:
         return NotFoundError(text or "the topic was deleted", status=404, code="topic_deleted")
     if reason == "token_expired":
         return _Reconnect(None, immediate=True, refresh=True)
+    if reason == "shutdown":
+        return _Reconnect(None)  # a node going away: reconnect with backoff, nothing to report
     return _Reconnect(ConnectionLostError(text or f"the server ended the stream ({reason})", code=reason or "closed"))
 
 
@@ -470,4 +472,4 @@ def ws_close_error(code: int | None, reason: str | None) -> BaseException:
         return ConnectionLostError("the server is shutting down", code="shutdown")
     if code == 4008:
         return ConnectionLostError("the server closed a slow consumer", code="slow_consumer")
-    return ConnectionLostError(f"WebSocket closed ({code} {reason})".replace(" )", ")"), code="connection_lost")
+    return ConnectionLostError(f"WebSocket closed ({code} {reason})".replace(" )", ")"), code="websocket_closed")
