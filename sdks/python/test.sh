@@ -35,7 +35,10 @@ cp -r "$here/pyproject.toml" "$here/README.md" "$here/src" "$tmp/src/"
   cat "$tmp/build.log" >&2; exit 1; }
 wheel="$(ls "$tmp"/dist/msgmesh-*.whl)"
 echo "   $(basename "$wheel")"
-"${pip[@]}" install "$wheel" "pytest==9.*" "pytest-asyncio==1.*"
+"${pip[@]}" install "$wheel" "pytest==9.*" "pytest-asyncio==1.*" "mypy>=1.10"
+
+echo "== python SDK: mypy --strict (the wheel says it is typed: py.typed)"
+(cd "$tmp" && "$tmp/venv/bin/python" -m mypy --strict --no-incremental -p msgmesh)
 
 echo "== python SDK: go build msgmesh"
 (cd "$repo" && go build -o "$tmp/msgmesh" ./services/msgmesh)

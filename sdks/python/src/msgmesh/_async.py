@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar, cast
 
 import httpx
 
@@ -18,6 +18,7 @@ from ._subscription import SubscriptionCore
 __all__ = ["AsyncMsgMesh", "AsyncSubscription", "AsyncMessageIterator"]
 
 _END = object()
+T = TypeVar("T")
 
 
 class AsyncSubscription:
@@ -115,7 +116,7 @@ class AsyncMessageIterator:
             if item[1] is not None:
                 raise item[1]
             raise StopAsyncIteration
-        return item
+        return cast(Message, item)
 
     @property
     def subscription(self) -> AsyncSubscription | None:
@@ -170,7 +171,7 @@ class AsyncMsgMesh:
             self._http = httpx.AsyncClient(timeout=self._timeout, headers={"User-Agent": _rest.USER_AGENT})
         return self._core
 
-    async def _send(self, call: Call) -> Any:
+    async def _send(self, call: Call[T]) -> T:
         core = self._ensure()
         assert self._http is not None
         forced = False
@@ -190,7 +191,7 @@ class AsyncMsgMesh:
                     continue
                 raise err
             if not call.expect_body or not r.content:
-                return call.parse(None) if call.expect_body else None
+                return None  # type: ignore[return-value]
             return call.parse(r.json())
 
     # ---- topics ----------------------------------------------------------

@@ -62,6 +62,7 @@ def _expiry(value: Any) -> float | None:
 def normalize_token(result: Any) -> tuple[str, float | None]:
     """What ``get_token`` may return: a string, a :class:`Token`, a mapping
     ``{"token", "expires_at"?}`` or an object with those attributes."""
+    token: Any
     if isinstance(result, str):
         token, exp = result, None
     elif isinstance(result, Token):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 from urllib.parse import quote
 
 from ._models import (
@@ -40,13 +40,20 @@ def resolve_urls(url: str | None, control_plane_url: str | None, gateway_url: st
     )
 
 
+T = TypeVar("T")
+
+
+def _none(doc: Any) -> None:
+    return None
+
+
 @dataclass
-class Call:
+class Call(Generic[T]):
     method: str
     url: str
     json: Any = None
     timeout: float | None = None
-    parse: Callable[[Any], Any] = lambda doc: None
+    parse: Callable[[Any], T] = _none  # type: ignore[assignment]
     expect_body: bool = True
 
 
@@ -54,22 +61,22 @@ def _t(name: str) -> str:
     return quote(name, safe="")
 
 
-def create_topic(u: Urls, name: str, partitions: int | None) -> Call:
+def create_topic(u: Urls, name: str, partitions: int | None) -> Call[Topic]:
     body: dict[str, Any] = {"name": name}
     if partitions is not None:
         body["partitions"] = partitions
     return Call("POST", f"{u.control_plane}/v1/topics", body, parse=Topic.from_json)
 
 
-def delete_topic(u: Urls, name: str) -> Call:
+def delete_topic(u: Urls, name: str) -> Call[None]:
     return Call("DELETE", f"{u.control_plane}/v1/topics/{_t(name)}", expect_body=False)
 
 
-def get_topic(u: Urls, name: str) -> Call:
+def get_topic(u: Urls, name: str) -> Call[Topic]:
     return Call("GET", f"{u.control_plane}/v1/topics/{_t(name)}", parse=Topic.from_json)
 
 
-def list_topics(u: Urls) -> Call:
+def list_topics(u: Urls) -> Call[list[Topic]]:
     return Call("GET", f"{u.control_plane}/v1/topics",
                 parse=lambda doc: [Topic.from_json(t) for t in doc.get("topics", [])])
 
@@ -84,12 +91,12 @@ def _message_body(data: Any, room: str | None, headers: HeadersInput | None) -> 
     return m
 
 
-def publish(u: Urls, topic: str, data: Any, room: str | None, headers: HeadersInput | None) -> Call:
+def publish(u: Urls, topic: str, data: Any, room: str | None, headers: HeadersInput | None) -> Call[PublishResult]:
     return Call("POST", f"{u.gateway}/v1/topics/{_t(topic)}/messages", _message_body(data, room, headers),
                 parse=lambda doc: PublishResult(doc["cursor"]))
 
 
-def publish_batch(u: Urls, topic: str, messages: Sequence[Any]) -> Call:
+def publish_batch(u: Urls, topic: str, messages: Sequence[Any]) -> Call[PublishBatchResult]:
     body = []
     for m in messages:
         if isinstance(m, Mapping):
@@ -105,7 +112,7 @@ def publish_batch(u: Urls, topic: str, messages: Sequence[Any]) -> Call:
 
 
 def poll(u: Urls, topic: str, group: str, consumer: str | None, max: int | None, wait_ms: int | None,
-         max_bytes: int | None, ack: str | None) -> Call:
+         max_bytes: int | None, ack: str | None) -> Call[dict[str, Any]]:
     body: dict[str, Any] = {"group": group}
     if consumer is not None:
         body["consumer"] = consumer
@@ -120,21 +127,21 @@ def poll(u: Urls, topic: str, group: str, consumer: str | None, max: int | None,
     # the server waits up to wait_ms (capped at poll.max_wait, 30 s by default)
     timeout = (wait_ms if wait_ms is not None else 5000) / 1000.0 + 30.0
     return Call("POST", f"{u.gateway}/v1/topics/{_t(topic)}/poll", body, timeout=timeout,
-                parse=lambda doc: doc)
+                parse=lambda doc: dict(doc))
 
 
 def poll_messages(doc: Mapping[str, Any]) -> list[Message]:
     return [Message.from_json(m) for m in doc.get("messages") or []]
 
 
-def commit(u: Urls, topic: str, group: str, consumer: str | None, cursors: Sequence[str]) -> Call:
+def commit(u: Urls, topic: str, group: str, consumer: str | None, cursors: Sequence[str]) -> Call[None]:
     body: dict[str, Any] = {"group": group, "cursors": list(cursors)}
     if consumer is not None:
         body["consumer"] = consumer
     return Call("POST", f"{u.gateway}/v1/topics/{_t(topic)}/commit", body, expect_body=False)
 
 
-def mint_token(u: Urls, ttl_seconds: int | None, capabilities: Sequence[Mapping[str, Any]] | None) -> Call:
+def mint_token(u: Urls, ttl_seconds: int | None, capabilities: Sequence[Mapping[str, Any]] | None) -> Call[Token]:
     body: dict[str, Any] = {}
     if ttl_seconds is not None:
         body["ttl_seconds"] = ttl_seconds

@@ -69,10 +69,10 @@ class Backoff:
         self.max_delay = float(max_delay)
 
     def ceiling(self, attempt: int) -> float:
-        return min(self.max_delay, self.min_delay * (2 ** min(attempt, 40)))
+        return min(self.max_delay, self.min_delay * float(2 ** min(attempt, 40)))
 
     def delay(self, attempt: int) -> float:
-        return random.uniform(self.min_delay, self.ceiling(attempt))
+        return float(random.uniform(self.min_delay, self.ceiling(attempt)))
 
 
 class Dedupe:
@@ -398,7 +398,7 @@ class SubscriptionCore:
                 raise ws_close_error(ws.close_code, ws.close_reason)
         except websockets.exceptions.InvalidStatus as e:
             resp = e.response
-            raise error_from_response(resp.status_code, resp.body, resp.headers) from e
+            raise error_from_response(resp.status_code, bytes(resp.body or b""), resp.headers) from e
         except websockets.exceptions.ConnectionClosed as e:
             rc = e.rcvd
             raise ws_close_error(rc.code if rc else None, rc.reason if rc else None) from e

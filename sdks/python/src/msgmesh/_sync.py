@@ -15,7 +15,7 @@ import asyncio
 import concurrent.futures
 import queue
 import threading
-from typing import Any, Callable, Coroutine, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Coroutine, Mapping, Sequence, TypeVar, cast
 
 import httpx
 
@@ -161,7 +161,7 @@ class MessageIterator:
             if item[1] is not None:
                 raise item[1]
             raise StopIteration
-        return item
+        return cast(Message, item)
 
     def close(self) -> None:
         if not self._closed.is_set():
@@ -232,7 +232,7 @@ class MsgMesh:
         assert self._core is not None
         return lt.run(self._core.auth.get(force=force)).value
 
-    def _send(self, call: Call) -> Any:
+    def _send(self, call: Call[T]) -> T:
         if self._closed:
             raise MsgMeshError("the client is closed", code="closed")
         forced = False
@@ -251,7 +251,7 @@ class MsgMesh:
                     continue
                 raise err
             if not call.expect_body or not r.content:
-                return None
+                return None  # type: ignore[return-value]
             return call.parse(r.json())
 
     # ---- topics ----------------------------------------------------------
