@@ -199,3 +199,16 @@ async def test_slow_callback_does_not_stall_reading(server, admin, kits, kind):
         release.set()
     gate.set()
     await eventually(lambda: len(got) == 5, 15, "the rest")
+
+
+async def test_two_subscriptions_of_one_client_each_get_everything(server, admin, kits, kind):
+    topic = unique("twosubs")
+    admin.create_topic(topic, partitions=3)
+    k = kits(kind, api_key=server.key, url=server.url)
+    a = await k.subscribe(topic, transport="sse")
+    b = await k.subscribe(topic, transport="websocket")
+    await a.wait_live()
+    await b.wait_live()
+    await asyncio.to_thread(admin.publish_batch, topic, [{"data": i, "room": f"r{i}"} for i in range(9)])
+    await eventually(lambda: len(a.messages) == 9 and len(b.messages) == 9, 15, "9 messages on each")
+    assert sorted(m.cursor for m in a.messages) == sorted(m.cursor for m in b.messages)

@@ -39,7 +39,7 @@ class Core:
 
     def subscription(self, topic: str, room: str | None, cursor: str | None, from_: str | None,
                      transport: str, dispatcher: Any) -> SubscriptionCore:
-        dedupe = self.dedupes.setdefault((topic, room), Dedupe())
+        dedupe = Dedupe(self.dedupes.setdefault((topic, room), Dedupe()))
         sub = SubscriptionCore(stream=self.stream, auth=self.auth, realtime_url=self.urls.realtime, topic=topic,
                                room=room, cursor=cursor, from_=from_, transport=transport, dedupe=dedupe,
                                backoff=self.backoff, dispatcher=dispatcher)

@@ -76,17 +76,25 @@ class Backoff:
 
 
 class Dedupe:
-    """The highest offset delivered per partition, for one (topic, room)."""
+    """The highest offset delivered per partition. Each subscription has its
+    own, started from its client's memory of the same (topic, room) (so a
+    resubscribe skips what an earlier subscription delivered) and writing
+    back into it; two subscriptions running at once do not hide messages
+    from each other."""
 
-    def __init__(self) -> None:
-        self.highest: dict[int, int] = {}
-        self.epoch: str | None = None
+    def __init__(self, memory: "Dedupe | None" = None) -> None:
+        self.memory = memory
+        self.highest: dict[int, int] = dict(memory.highest) if memory else {}
+        self.epoch: str | None = memory.epoch if memory else None
 
     def admit(self, m: Message) -> bool:
         h = self.highest.get(m.partition)
         if h is not None and m.offset <= h:
             return False
         self.highest[m.partition] = m.offset
+        mem = self.memory
+        if mem is not None and mem.epoch == self.epoch and m.offset > mem.highest.get(m.partition, -1):
+            mem.highest[m.partition] = m.offset
         return True
 
     def seed(self, cursors: Any) -> None:
@@ -94,6 +102,8 @@ class Dedupe:
             p, o = split_cursor(c)
             if o > self.highest.get(p, -1):
                 self.highest[p] = o
+        if self.memory is not None:
+            self.memory.seed(cursors)
 
     def observe_epoch(self, position: str) -> None:
         epoch = position.split(".", 1)[0] if "." in position else None
@@ -102,6 +112,15 @@ class Dedupe:
         if self.epoch is not None and epoch != self.epoch:
             self.highest.clear()  # the topic was made again: offsets start over
         self.epoch = epoch
+        mem = self.memory
+        if mem is not None and mem.epoch != epoch:
+            mem.highest.clear()
+            mem.epoch = epoch
+
+    def reset(self) -> None:
+        self.highest.clear()
+        if self.memory is not None:
+            self.memory.highest.clear()
 
 
 class _Reconnect(Exception):
@@ -352,7 +371,7 @@ class SubscriptionCore:
         elif kind == "msgmesh-resync":
             doc = json.loads(ev.data) if ev.data else {}
             if doc.get("reason") == "epoch":
-                self.dedupe.highest.clear()
+                self.dedupe.reset()
             self._observe(ev.id or doc.get("position"))
             await self._disp.put("resync", Resync(str(doc.get("reason") or ""), self.position))
         elif kind == "msgmesh-closed":
@@ -416,7 +435,7 @@ class SubscriptionCore:
             self._observe(f.get("position"))
         elif t == "resync":
             if f.get("reason") == "epoch":
-                self.dedupe.highest.clear()
+                self.dedupe.reset()
             self._observe(f.get("position"))
             await self._disp.put("resync", Resync(str(f.get("reason") or ""), self.position))
         elif t == "unsubscribed":
