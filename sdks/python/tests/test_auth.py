@@ -87,7 +87,11 @@ async def test_token_refreshed_mid_stream_without_loss(server, admin, kits, kind
             minted.append(t)
         return t
 
-    k = kits(kind, get_token=get_token, url=server.url, reconnect={"min_delay": 0.05, "max_delay": 0.5})
+    async def aget_token() -> msgmesh.Token:  # get_token may be async (either client)
+        return await asyncio.to_thread(get_token)
+
+    k = kits(kind, get_token=aget_token if kind == "async" else get_token, url=server.url,
+             reconnect={"min_delay": 0.05, "max_delay": 0.5})
     s = await k.subscribe(topic, transport=transport)
     await s.wait_live()
     sent = []
