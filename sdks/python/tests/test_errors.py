@@ -65,3 +65,11 @@ def test_headers_list_and_object_shapes():
                                      "headers": {"content-type": "application/octet-stream"},
                                      "published_at": "2026-12-01T10:00:00Z"})
     assert old.headers == [msgmesh.Header("content-type", "application/octet-stream")] and old.data_base64 == "AAE="
+
+
+async def test_no_answer_is_a_connection_lost_error(kits, kind):
+    from conftest import free_port
+    k = kits(kind, api_key="mm_x", url=f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    with pytest.raises(msgmesh.ConnectionLostError) as e:
+        await k.call("list_topics")
+    assert isinstance(e.value, msgmesh.ServerError) and e.value.status is None and e.value.code == "network_error"

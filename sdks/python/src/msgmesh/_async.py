@@ -9,7 +9,7 @@ import httpx
 
 from ._core import Core, backoff_from
 from ._dispatch import AsyncDispatcher
-from ._errors import MsgMeshError, UnauthorizedError, error_from_response
+from ._errors import ConnectionLostError, MsgMeshError, UnauthorizedError, error_from_response
 from ._models import HeadersInput, Message, PublishBatchResult, PublishResult, Resync, Token, Topic
 from . import _rest
 from ._rest import Call, resolve_urls
@@ -177,11 +177,14 @@ class AsyncMsgMesh:
         forced = False
         while True:
             cred = await core.auth.get(force=forced)
-            r = await self._http.request(
-                call.method, call.url, json=call.json,
-                headers={"Authorization": f"Bearer {cred.value}"},
-                timeout=call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT,
-            )
+            try:
+                r = await self._http.request(
+                    call.method, call.url, json=call.json,
+                    headers={"Authorization": f"Bearer {cred.value}"},
+                    timeout=call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                )
+            except httpx.TransportError as e:
+                raise ConnectionLostError(f"{call.method} {call.url}: {type(e).__name__}: {e}", code="network_error") from e
             if r.status_code >= 300:
                 err = error_from_response(r.status_code, r.content, r.headers)
                 if (isinstance(err, UnauthorizedError) and err.code == "token_expired"

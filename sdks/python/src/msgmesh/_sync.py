@@ -22,7 +22,7 @@ import httpx
 from . import _rest
 from ._core import Core, backoff_from
 from ._dispatch import ThreadDispatcher
-from ._errors import MsgMeshError, UnauthorizedError, error_from_response
+from ._errors import ConnectionLostError, MsgMeshError, UnauthorizedError, error_from_response
 from ._models import HeadersInput, Message, PublishBatchResult, PublishResult, Resync, Token, Topic
 from ._rest import Call, resolve_urls
 from ._subscription import SubscriptionCore
@@ -238,10 +238,13 @@ class MsgMesh:
         forced = False
         while True:
             cred = self._credential(forced)
-            r = self._http.request(
-                call.method, call.url, json=call.json, headers={"Authorization": f"Bearer {cred}"},
-                timeout=call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT,
-            )
+            try:
+                r = self._http.request(
+                    call.method, call.url, json=call.json, headers={"Authorization": f"Bearer {cred}"},
+                    timeout=call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                )
+            except httpx.TransportError as e:
+                raise ConnectionLostError(f"{call.method} {call.url}: {type(e).__name__}: {e}", code="network_error") from e
             if r.status_code >= 300:
                 err = error_from_response(r.status_code, r.content, r.headers)
                 if isinstance(err, UnauthorizedError) and err.code == "token_expired" and self._get_token and not forced:
