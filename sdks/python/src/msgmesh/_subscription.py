@@ -196,12 +196,15 @@ class SubscriptionCore:
         if self.state in ("closed",):
             return
         failed = self.state == "failed"
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        task = self._task
+        if task is not None:
+            # cancel until it ends: on Python 3.10 a cancellation that lands
+            # inside httpx's stream reading can be swallowed (anyio)
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)
+            if not task.cancelled():
+                task.exception()  # retrieved: _run reports its own failures
         if not failed:
             await self._set_state("closed")
             await self._disp.put("end", None)
