@@ -131,3 +131,44 @@ async def test_websocket_closed_frames_and_token_refresh_frame(kits, kind):
         assert conns[1]["frames"][1] == {"type": "refresh", "token": "tok-3"}
         assert conns[2]["frames"][0]["cursor"] == "E.6-0-0"
         assert len(conns) == 3  # shutdown: reconnected
+
+
+async def test_late_token_for_a_replaced_websocket_is_discarded(kits, kind):
+    """token-expiring starts a refresh; the connection is replaced before the
+    token arrives: the token is not sent as a refresh on any connection."""
+    conns: list[dict] = []
+
+    async def handler(ws) -> None:
+        info = {"auth": ws.request.headers.get("Authorization"), "frames": []}
+        conns.append(info)
+        sub = json.loads(await ws.recv())
+        await ws.send(json.dumps({"type": "subscribed", "id": sub["id"], "position": "E.0-0"}))
+        if len(conns) == 1:
+            await ws.send(json.dumps({"type": "token-expiring", "expires_at": "2030-01-01T00:00:00Z"}))
+            await asyncio.sleep(0.1)
+            await ws.close(1001, "going away")  # replaced while the refresh is still running
+            return
+        try:
+            async for raw in ws:
+                info["frames"].append(json.loads(raw))
+        except websockets.exceptions.ConnectionClosed:
+            pass
+
+    calls = []
+
+    async def get_token() -> str:
+        calls.append(1)
+        if len(calls) == 2:
+            await asyncio.sleep(1.0)  # the refresh is slow
+        return f"tok-{len(calls)}"
+
+    import websockets.exceptions
+    async with websockets.asyncio.server.serve(handler, "127.0.0.1", 0) as srv:
+        port = list(srv.sockets)[0].getsockname()[1]
+        gt = get_token if kind == "async" else (lambda: asyncio.run(get_token()))
+        k = kits(kind, get_token=gt, url=f"http://127.0.0.1:{port}", reconnect={"min_delay": 0.05, "max_delay": 0.1})
+        s = await k.subscribe("orders", transport="websocket")
+        await eventually(lambda: len(conns) == 2 and s.sub.state == "live", 10, "the second connection live")
+        await asyncio.sleep(1.5)  # the slow token has arrived by now
+        assert conns[1]["frames"] == [], "nothing but the subscribe on the new connection"
+        assert conns[0]["auth"] == "Bearer tok-1"

@@ -212,3 +212,16 @@ async def test_two_subscriptions_of_one_client_each_get_everything(server, admin
     await asyncio.to_thread(admin.publish_batch, topic, [{"data": i, "room": f"r{i}"} for i in range(9)])
     await eventually(lambda: len(a.messages) == 9 and len(b.messages) == 9, 15, "9 messages on each")
     assert sorted(m.cursor for m in a.messages) == sorted(m.cursor for m in b.messages)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_deleting_the_topic_fails_the_subscription(server, admin, kits, kind, transport):
+    topic = unique("gone")
+    admin.create_topic(topic, partitions=1)
+    k = kits(kind, api_key=server.key, url=server.url, reconnect={"min_delay": 0.05, "max_delay": 0.2})
+    s = await k.subscribe(topic, transport=transport)
+    await s.wait_live()
+    await asyncio.to_thread(admin.delete_topic, topic)
+    await eventually(lambda: s.sub.state == "failed", 20, "state failed")
+    assert isinstance(s.sub.error, msgmesh.NotFoundError)
+    assert s.sub.error.code in ("topic_deleted", "topic_not_found")
