@@ -108,9 +108,20 @@ async def test_resync_beyond_the_replay_window(server, admin, kits, kind):
         await eventually(lambda: len(s.resyncs) == 1, 15, "the resync")
         assert s.resyncs[0].reason == "window_records"
         await s.wait_live()
+        # the app reloads a snapshot that already covers the next offset and seeds it
+        nxt = int(s.sub.position.split(".")[1])  # the resync's position: the next offset of partition 0
+        s.sub.seed([f"0-{nxt}"] if transport == "sse" else {0: nxt})
+        await asyncio.to_thread(admin.publish, topic, {"covered": transport})
         await asyncio.to_thread(admin.publish, topic, {"after": transport})
         await eventually(lambda: any((m.data or {}).get("after") == transport for m in s.messages), 15, "live after resync")
         await s.close()
+        assert [m.data for m in s.messages] == [{"after": transport}], "the seeded offset was skipped"
+    # a new subscription of this client after a seeded snapshot: covered offsets never come
+    s = await k.subscribe(topic, from_="earliest")
+    await s.wait_live()
+    await asyncio.to_thread(admin.publish, topic, {"last": 1})
+    await eventually(lambda: any((m.data or {}).get("last") == 1 for m in s.messages), 15, "the last message")
+    assert [m.data for m in s.messages] == [{"last": 1}], "everything up to the seeded offsets was skipped"
 
 
 async def test_iterator_yields_and_raises_the_terminal_error(server, admin, kits, kind):

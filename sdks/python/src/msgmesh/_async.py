@@ -174,9 +174,9 @@ class AsyncMsgMesh:
     async def _send(self, call: Call[T]) -> T:
         core = self._ensure()
         assert self._http is not None
-        forced = False
+        stale: str | None = None
         while True:
-            cred = await core.auth.get(force=forced)
+            cred = await core.auth.get(stale=stale)
             try:
                 r = await self._http.request(
                     call.method, call.url, json=call.json,
@@ -188,9 +188,8 @@ class AsyncMsgMesh:
             if r.status_code >= 300:
                 err = error_from_response(r.status_code, r.content, r.headers)
                 if (isinstance(err, UnauthorizedError) and err.code == "token_expired"
-                        and core.auth.uses_tokens and not forced):
-                    core.auth.invalidate(cred.value)
-                    forced = True
+                        and core.auth.uses_tokens and stale is None):
+                    stale = cred.value  # renewed once (nothing was done with a refused credential)
                     continue
                 raise err
             if not call.expect_body or not r.content:

@@ -102,13 +102,17 @@ class Auth:
     def uses_tokens(self) -> bool:
         return self._get_token is not None
 
-    async def get(self, *, force: bool = False) -> Credential:
+    async def get(self, *, force: bool = False, stale: str | None = None) -> Credential:
         """The cached credential, or a fresh one when none is cached, it is
-        due for refresh, or ``force``. Concurrent callers share one
+        due for refresh, it is ``stale`` (the token a caller saw refused or
+        about to expire: if another caller already renewed it, the new one is
+        returned without a call), or ``force``. Concurrent callers share one
         ``get_token`` call."""
         if self._api_key:
             return Credential(self._api_key, None, 0.0, 0)
         c = self._cached
+        if c is not None and stale is not None and c.value == stale:
+            c = None
         if c is not None and not force:
             due = c.refresh_at()
             if due is None or time.time() < due:

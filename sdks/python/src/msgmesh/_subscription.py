@@ -98,8 +98,10 @@ class Dedupe:
         return True
 
     def seed(self, cursors: Any) -> None:
-        for c in cursors:
-            p, o = split_cursor(c)
+        """Cursors ``"p-o"``, or a mapping ``{partition: highest offset}``."""
+        pairs = ([(int(p), int(o)) for p, o in cursors.items()] if isinstance(cursors, dict)
+                 else [split_cursor(c) for c in cursors])
+        for p, o in pairs:
             if o > self.highest.get(p, -1):
                 self.highest[p] = o
         if self.memory is not None:
@@ -181,6 +183,7 @@ class SubscriptionCore:
         self.attempts = 0  # connections opened
         self.last_delay: float | None = None
         self._gen = 0
+        self._cred_value = ""
         self._live_at: float | None = None
         self._delivered = 0
         self._live = asyncio.Event()
@@ -255,7 +258,7 @@ class SubscriptionCore:
     async def _run(self) -> None:
         attempt = 0
         immediate_streak = 0
-        force = False
+        stale: str | None = None  # a token the server called expired: renew it (unless another already did)
         try:
             while True:
                 err: BaseException | None = None
@@ -264,10 +267,10 @@ class SubscriptionCore:
                 self._live_at = None
                 self._delivered = 0
                 cred: Credential | None = None
-                forced = force
+                renewed = stale is not None
                 try:
-                    cred = await self._auth.get(force=force)
-                    force = False
+                    cred = await self._auth.get(stale=stale)
+                    stale = None
                     self.attempts += 1
                     if self.transport == "sse":
                         await self._run_sse(cred)
@@ -276,16 +279,15 @@ class SubscriptionCore:
                     err = ConnectionLostError("the stream ended", code="stream_ended")
                 except _Reconnect as r:
                     err, immediate, planned = r.error, r.immediate, r.planned
-                    if r.refresh:
-                        force = True
+                    if r.refresh and cred is not None:
+                        stale = cred.value
                 except asyncio.CancelledError:
                     raise
                 except MsgMeshError as e:
                     if (isinstance(e, UnauthorizedError) and e.code == "token_expired" and cred is not None
-                            and self._auth.uses_tokens and not forced):
+                            and self._auth.uses_tokens and not renewed):
                         # the cached token ran out before we refreshed it: one quiet retry with a new one
-                        self._auth.invalidate(cred.value)
-                        force, immediate = True, True
+                        stale, immediate = cred.value, True
                     elif isinstance(e, _TERMINAL):
                         await self._fail(e)
                         return
@@ -387,6 +389,7 @@ class SubscriptionCore:
     # ---- WebSocket -------------------------------------------------------
 
     async def _run_ws(self, cred: Credential) -> None:
+        self._cred_value = cred.value
         url = ws_url(self._realtime) + "/v1/ws"
         sid = f"s{self._gen}"
         frame: dict[str, Any] = {"type": "subscribe", "id": sid, "topic": self.topic}
@@ -460,15 +463,15 @@ class SubscriptionCore:
             await self._disp.put("error", err)  # e.g. a refused refresh: the connection goes on
         elif t == "token-expiring":
             if refresher is None or refresher.done():
-                refresher = asyncio.get_running_loop().create_task(self._ws_refresh(ws, self._gen))
+                refresher = asyncio.get_running_loop().create_task(self._ws_refresh(ws, self._gen, self._cred_value))
         elif t == "closed":
             if f.get("topic") in (None, self.topic):
                 raise closed_reason(f.get("reason"), f.get("error"))
         return refresher
 
-    async def _ws_refresh(self, ws: Any, gen: int) -> None:
+    async def _ws_refresh(self, ws: Any, gen: int, current: str) -> None:
         try:
-            cred = await self._auth.get(force=True)
+            cred = await self._auth.get(stale=current)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -476,6 +479,7 @@ class SubscriptionCore:
             return
         if gen != self._gen or ws.state is not websockets.protocol.State.OPEN:
             return  # the connection was replaced meanwhile: the late token is discarded
+        self._cred_value = cred.value
         try:
             await ws.send(json.dumps({"type": "refresh", "token": cred.value}))
         except websockets.exceptions.ConnectionClosed:
@@ -487,9 +491,8 @@ def ws_close_error(code: int | None, reason: str | None) -> BaseException:
     if code == 4001:
         return _Reconnect(None, immediate=True, refresh=True)
     if code == 4003:
-        if "revoked" in reason:
-            return UnauthorizedError("the credential was revoked", status=401, code="credential_revoked")
-        return ForbiddenError(reason or "the tenant is suspended", status=403, code=reason or "tenant_suspended")
+        # revoked or suspended: retried with backoff (a revoked key then gets 401 at the handshake: terminal)
+        return ForbiddenError(reason or "credential revoked or tenant suspended", status=403, code=reason or "forbidden")
     if code == 1001:
         return ConnectionLostError("the server is shutting down", code="shutdown")
     if code == 4008:

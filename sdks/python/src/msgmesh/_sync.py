@@ -225,19 +225,19 @@ class MsgMesh:
                 self._lt = lt
             return self._lt
 
-    def _credential(self, force: bool) -> str:
+    def _credential(self, stale: str | None) -> str:
         if self._api_key:
             return self._api_key
         lt = self._loop_thread()
         assert self._core is not None
-        return lt.run(self._core.auth.get(force=force)).value
+        return lt.run(self._core.auth.get(stale=stale)).value
 
     def _send(self, call: Call[T]) -> T:
         if self._closed:
             raise MsgMeshError("the client is closed", code="closed")
-        forced = False
+        stale: str | None = None
         while True:
-            cred = self._credential(forced)
+            cred = self._credential(stale)
             try:
                 r = self._http.request(
                     call.method, call.url, json=call.json, headers={"Authorization": f"Bearer {cred}"},
@@ -247,10 +247,8 @@ class MsgMesh:
                 raise ConnectionLostError(f"{call.method} {call.url}: {type(e).__name__}: {e}", code="network_error") from e
             if r.status_code >= 300:
                 err = error_from_response(r.status_code, r.content, r.headers)
-                if isinstance(err, UnauthorizedError) and err.code == "token_expired" and self._get_token and not forced:
-                    assert self._core is not None
-                    self._core.auth.invalidate(cred)
-                    forced = True
+                if isinstance(err, UnauthorizedError) and err.code == "token_expired" and self._get_token and stale is None:
+                    stale = cred  # renewed once (nothing was done with a refused credential)
                     continue
                 raise err
             if not call.expect_body or not r.content:
