@@ -161,3 +161,19 @@ async def test_get_token_failures_are_retried_and_reported(server, admin, kits, 
     await s.wait_live(15)
     assert [type(e) for e in s.errors][:2] == [RuntimeError, RuntimeError]
     assert len(calls) == 3
+
+
+async def test_a_token_renewed_by_another_caller_is_reused_without_a_call():
+    from msgmesh._auth import Auth
+    calls = []
+
+    def get_token() -> str:
+        calls.append(1)
+        return f"tok-{len(calls)}"
+
+    a = Auth(None, get_token)
+    first = (await a.get()).value
+    second = (await a.get(stale=first)).value  # the server called tok-1 expired: renewed
+    assert (first, second, len(calls)) == ("tok-1", "tok-2", 1 + 1)
+    again = (await a.get(stale=first)).value  # another caller saw tok-1 refused too: tok-2, no call
+    assert again == "tok-2" and len(calls) == 2
