@@ -74,14 +74,34 @@ fi
 export MSGMESH_TEST_KAFKA_BROKERS
 say "suite runs against: $broker_desc"
 
-# Extra args: flags pass through; if none of them names packages, test ./...
-pkgs=(./...)
+# Extra args: flags pass through; if none of them names packages, test
+# ./... and the Go client's module (sdks/go, its own module in go.work),
+# then the SDK suites: each installs what it needs (npm ci, a virtualenv),
+# packs its package, installs the artifact into an empty folder and runs
+# its tests against a msgmesh it starts on the same broker.
+pkgs=(./... ./sdks/go/...)
+whole=1
 for a in "$@"; do
   case $a in
-  ./* | ../* | github.com/*) pkgs=() ;;
+  ./* | ../* | github.com/*) pkgs=() whole=0 ;;
   esac
 done
 
-go vet ./...
+go vet ./... ./sdks/go/...
 # shellcheck disable=SC2086
 go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" "${pkgs[@]}"
+
+if [[ $whole == 1 ]]; then
+  for suite in sdks/js/test.sh sdks/python/test.sh sdks/mcp-server/test.sh; do
+    if [[ -x $suite ]]; then
+      say "running $suite"
+      "$suite"
+    elif [[ -e $suite ]]; then
+      say "running $suite"
+      bash "$suite"
+    else
+      say "error: $suite is missing"
+      exit 1
+    fi
+  done
+fi
