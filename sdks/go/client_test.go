@@ -278,8 +278,9 @@ func TestSubscribeResyncAndClosed(t *testing.T) {
 	if r := <-resync; r.Reason != "window_records" || r.Position != "ep.90" {
 		t.Fatalf("resync %+v", r)
 	}
-	if sub.State() != StateFailed || !errors.Is(sub.Err(), ErrNotFound) || sub.Position() != "ep.90" {
-		t.Fatalf("state %s err %v position %s, want failed with ErrNotFound", sub.State(), sub.Err(), sub.Position())
+	var e *Error
+	if sub.State() != StateFailed || !errors.Is(sub.Err(), ErrNotFound) || !errors.As(sub.Err(), &e) || e.Code != "topic_deleted" || sub.Position() != "ep.90" {
+		t.Fatalf("state %s err %v position %s, want failed with ErrNotFound code topic_deleted (as the JS and Python SDKs)", sub.State(), sub.Err(), sub.Position())
 	}
 	if n := len(s.requests()); n != 1 {
 		t.Fatalf("%d connections after topic_deleted, want 1 (terminal)", n)

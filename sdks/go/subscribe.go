@@ -280,7 +280,7 @@ func (s *Subscription) run(resp *http.Response, err error) {
 			if closed != nil {
 				switch closed.Reason {
 				case "topic_deleted":
-					s.finish(&Error{Status: http.StatusNotFound, Code: "topic_not_found", Message: closed.Error})
+					s.finish(&Error{Status: http.StatusNotFound, Code: "topic_deleted", Message: closed.Error})
 					return
 				case "token_expired":
 					// Refresh the token and reconnect at once.
