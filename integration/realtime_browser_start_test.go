@@ -219,3 +219,27 @@ func TestRealtimeBrowserSnippetStops(t *testing.T) {
 		t.Errorf("%d token fetches, want 2 (one per page load)", k)
 	}
 }
+
+// The README snippet treats a suspension (403 tenant_suspended) as
+// temporary, as spec section 6 says (a top-up lifts it): it backs off and
+// tries again with a fresh token, and the stream opens once the tenant is
+// reinstated. Any other 403 stays terminal.
+func TestRealtimeBrowserSnippetRetriesSuspension(t *testing.T) {
+	h.NeedChromium(t)
+	c := h.NewCluster(t)
+	n := c.Start(t, h.Unlimited)
+	acme := h.CreateTenant(t, n.URL, c.OperatorKey, "acme", "free")
+	h.CreateTopic(t, n.URL, acme, "orders", 3)
+	token, _ := h.MintToken(t, n.URL, acme, 900, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"orders"}}})
+	h.Must(t, n.URL, "POST", "/v1/tenants/acme/suspend", c.OperatorKey, map[string]any{"reason": "card declined"}, http.StatusOK)
+
+	b := newBrowserRig(t, n, token, "")
+	if ok, _ := h.PollUntil(30*time.Second, 100*time.Millisecond, func() bool { return b.tokens.Load() >= 3 }); !ok {
+		t.Fatalf("the snippet fetched %d tokens while the tenant was suspended, want it to retry (logs %q)", b.tokens.Load(), b.state().Logs)
+	}
+	if logs := strings.Join(b.state().Logs, "\n"); strings.Contains(logs, "stopped:") {
+		t.Fatalf("the snippet gave up on a suspended tenant: %q", logs)
+	}
+	h.Must(t, n.URL, "POST", "/v1/tenants/acme/reinstate", c.OperatorKey, nil, http.StatusOK)
+	b.waitFor("the stream opens once the tenant is reinstated", 45*time.Second, func(s rigState) bool { return s.Opens["room"] >= 1 })
+}

@@ -2,7 +2,8 @@ package integration
 
 // The README's curl loop for SSE, run as written with bash: it prints
 // messages, stops on msgmesh-closed topic_deleted and on a 404, and backs
-// off (with jitter) rather than loop when the server ends a stream.
+// off (with jitter) rather than loop when the server ends a stream; a
+// suspended tenant's 403 is not terminal (spec section 6: it lifts).
 
 import (
 	"bytes"
@@ -71,7 +72,7 @@ func TestREADMECurlSSELoop(t *testing.T) {
 	n := c.Start(t, h.Unlimited)
 	key := c.AdminKey
 	loop := readmeCurlLoop(t)
-	start := func() (*exec.Cmd, *lockedBuffer, *lockedBuffer, chan error) {
+	start := func(key string) (*exec.Cmd, *lockedBuffer, *lockedBuffer, chan error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		t.Cleanup(cancel)
 		cmd := exec.CommandContext(ctx, bash, "-c", loop)
@@ -87,7 +88,7 @@ func TestREADMECurlSSELoop(t *testing.T) {
 	}
 
 	// An unknown topic: one 404, then it stops (no reconnect loop).
-	_, _, errOut, done := start()
+	_, _, errOut, done := start(key)
 	select {
 	case err := <-done:
 		if err != nil || !strings.Contains(errOut.String(), "stopped: 404") {
@@ -100,7 +101,7 @@ func TestREADMECurlSSELoop(t *testing.T) {
 	// A live topic: its room's messages are printed; a deletion
 	// (msgmesh-closed topic_deleted) stops the loop.
 	h.CreateTopic(t, n.URL, key, "orders", 3)
-	_, out, errOut, done := start()
+	_, out, errOut, done := start(key)
 	if ok, _ := h.PollUntil(15*time.Second, 100*time.Millisecond, func() bool {
 		return metricValue(t, n.URL, `msgmesh_realtime_subscribers{transport="sse"}`) == 1
 	}); !ok {
@@ -123,5 +124,35 @@ func TestREADMECurlSSELoop(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the README loop did not stop after the topic was deleted; stdout %q stderr %q", out.String(), errOut.String())
+	}
+
+	// A suspended tenant gets 403 tenant_suspended: the loop keeps backing
+	// off and retrying (a top-up lifts it), and receives once reinstated.
+	acme := h.CreateTenant(t, n.URL, c.OperatorKey, "acme", "free")
+	h.CreateTopic(t, n.URL, acme, "orders", 3)
+	h.Must(t, n.URL, "POST", "/v1/tenants/acme/suspend", c.OperatorKey, map[string]any{"reason": "card declined"}, 200)
+	_, out, errOut, done = start(acme)
+	select {
+	case err := <-done:
+		t.Fatalf("the README loop gave up on a suspended tenant (%v), stderr %q; want it to retry", err, errOut.String())
+	case <-time.After(4 * time.Second): // the first two backoffs (1 s, 2 s, plus jitter)
+	}
+	h.Must(t, n.URL, "POST", "/v1/tenants/acme/reinstate", c.OperatorKey, nil, 200)
+	if ok, _ := h.PollUntil(30*time.Second, 100*time.Millisecond, func() bool {
+		return metricValue(t, n.URL, `msgmesh_realtime_subscribers{transport="sse"}`) == 1
+	}); !ok {
+		t.Fatalf("the README loop did not connect after the tenant was reinstated; stderr %q", errOut.String())
+	}
+	publishSeq(t, n.URL, acme, "orders", 0, 1, "eu")
+	if ok, _ := h.PollUntil(15*time.Second, 100*time.Millisecond, func() bool {
+		return strings.Contains(out.String(), `"seq":0`)
+	}); !ok {
+		t.Fatalf("after the reinstatement the README loop printed %q, want the eu message", out.String())
+	}
+	h.Must(t, n.URL, "DELETE", "/v1/topics/orders", acme, nil, 204)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the README loop did not stop after acme's topic was deleted")
 	}
 }

@@ -161,11 +161,16 @@ func (s *sseServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if strings.HasPrefix(body, "status ") {
+		// "status 503", or "status 403 tenant_suspended" with its code
 		var code int
-		fmt.Sscanf(body, "status %d", &code)
+		var name string
+		fmt.Sscanf(body, "status %d %s", &code, &name)
+		if name == "" {
+			name = fmt.Sprintf("c%d", code)
+		}
 		w.Header().Set("Retry-After", "0")
 		w.WriteHeader(code)
-		fmt.Fprintf(w, `{"error":"scripted","code":"c%d"}`, code)
+		fmt.Fprintf(w, `{"error":"scripted","code":%q}`, name)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -273,8 +278,9 @@ func TestSubscribeResyncAndClosed(t *testing.T) {
 	if r := <-resync; r.Reason != "window_records" || r.Position != "ep.90" {
 		t.Fatalf("resync %+v", r)
 	}
-	if sub.State() != StateFailed || !errors.Is(sub.Err(), ErrNotFound) || sub.Position() != "ep.90" {
-		t.Fatalf("state %s err %v position %s, want failed with ErrNotFound", sub.State(), sub.Err(), sub.Position())
+	var e *Error
+	if sub.State() != StateFailed || !errors.Is(sub.Err(), ErrNotFound) || !errors.As(sub.Err(), &e) || e.Code != "topic_deleted" || sub.Position() != "ep.90" {
+		t.Fatalf("state %s err %v position %s, want failed with ErrNotFound code topic_deleted (as the JS and Python SDKs)", sub.State(), sub.Err(), sub.Position())
 	}
 	if n := len(s.requests()); n != 1 {
 		t.Fatalf("%d connections after topic_deleted, want 1 (terminal)", n)
@@ -325,6 +331,57 @@ func TestSubscribeTokenExpiredAndShutdown(t *testing.T) {
 	}
 	if fmt.Sprint(ids) != "[ ep.1 ep.2 ep.2]" {
 		t.Fatalf("Last-Event-IDs %v", ids)
+	}
+}
+
+// A running subscription whose tenant is suspended (msgmesh-closed
+// tenant_suspended, then 403 tenant_suspended on reconnect) keeps retrying
+// with backoff and resumes from its position once reinstated; another 403
+// on a reconnect is terminal.
+func TestSubscribeRetriesSuspension(t *testing.T) {
+	s := &sseServer{conns: []string{
+		"id: ep.1\n\nevent: msgmesh-closed\ndata: {\"reason\":\"tenant_suspended\",\"error\":\"suspended\"}\n\n",
+		"status 403 tenant_suspended",
+		"status 403 tenant_suspended",
+		"id: ep.2\n\nevent: msgmesh-closed\ndata: {\"reason\":\"credential_revoked\",\"error\":\"x\"}\n\n",
+		"status 403 forbidden",
+	}}
+	c := newTestClient(t, s.handle, Options{Reconnect: Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}})
+	var mu sync.Mutex
+	var errs []error
+	sub, err := c.Subscribe(context.Background(), "orders", SubscribeOptions{
+		OnError: func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	select {
+	case <-sub.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the subscription did not end on the final 403 forbidden; %d connections", len(s.requests()))
+	}
+	reqs := s.requests()
+	if len(reqs) != 5 {
+		t.Fatalf("%d connections, want 5 (two suspended refusals retried, then resumed, then a terminal 403)", len(reqs))
+	}
+	if id := reqs[3].Header.Get("Last-Event-ID"); id != "ep.1" {
+		t.Errorf("the reconnect after the suspension lifted sent Last-Event-ID %q, want ep.1", id)
+	}
+	var e *Error
+	if sub.State() != StateFailed || !errors.As(sub.Err(), &e) || e.Code != "forbidden" {
+		t.Fatalf("state %s err %v, want failed with the 403 forbidden", sub.State(), sub.Err())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, err := range errs {
+		if errors.As(err, &e) && e.Code == "tenant_suspended" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("OnError saw %d tenant_suspended refusals, want 2 (%v)", n, errs)
 	}
 }
 

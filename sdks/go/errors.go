@@ -84,6 +84,15 @@ func (e *Error) Unwrap() error {
 
 // retryable: worth reconnecting a subscription after (rate limits,
 // server errors, a node that is not ready).
+// suspended is a 403 of a billing suspension: it lifts by itself when the
+// tenant is reinstated (a top-up, spec section 6), so a running
+// subscription retries it with backoff (sdks/SEMANTICS.md); any other 403
+// stays terminal.
+func suspended(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusForbidden && e.Code == "tenant_suspended"
+}
+
 func retryable(err error) bool {
 	var e *Error
 	if !errors.As(err, &e) {

@@ -106,7 +106,9 @@ type Subscription struct {
 // connection answered: an error the subscription cannot recover from
 // (ErrForbidden, ErrNotFound, ErrUnauthorized, ErrInvalidRequest) is
 // returned here; a retryable one (network, 429, 5xx) leaves the
-// subscription reconnecting. It ends when ctx ends or Close is called.
+// subscription reconnecting. Once running, a 403 tenant_suspended on a
+// reconnect is retried with backoff too (the suspension lifts when the
+// tenant is reinstated). It ends when ctx ends or Close is called.
 func (c *Client) Subscribe(ctx context.Context, topic string, o SubscribeOptions) (*Subscription, error) {
 	switch o.From {
 	case "", "latest", "earliest":
@@ -278,7 +280,7 @@ func (s *Subscription) run(resp *http.Response, err error) {
 			if closed != nil {
 				switch closed.Reason {
 				case "topic_deleted":
-					s.finish(&Error{Status: http.StatusNotFound, Code: "topic_not_found", Message: closed.Error})
+					s.finish(&Error{Status: http.StatusNotFound, Code: "topic_deleted", Message: closed.Error})
 					return
 				case "token_expired":
 					// Refresh the token and reconnect at once.
@@ -292,7 +294,7 @@ func (s *Subscription) run(resp *http.Response, err error) {
 			}
 		}
 		if err != nil {
-			if !retryable(err) {
+			if !retryable(err) && !suspended(err) {
 				s.finish(err)
 				return
 			}

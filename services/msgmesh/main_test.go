@@ -205,6 +205,29 @@ func TestREADMEListsEverySetting(t *testing.T) {
 	}
 }
 
+// The README sends a new user to every SDK's own README (each has the
+// install steps and the quick start) and does not call a shipped part of
+// the product a plan.
+func TestREADMELinksEverySDK(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Glob("../../sdks/*/README.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no sdks/*/README.md found (%v)", err)
+	}
+	for _, d := range docs {
+		link := "(" + strings.TrimPrefix(filepath.ToSlash(d), "../../") + ")"
+		if !strings.Contains(string(readme), link) {
+			t.Errorf("README.md does not link %s", link)
+		}
+	}
+	if strings.Contains(string(readme), "on the roadmap") {
+		t.Errorf("README.md still calls something shipped \"on the roadmap\"")
+	}
+}
+
 // The file's values go through the same checks: a bad duration there is
 // named like one from a variable, and a key that matches no setting is an
 // error; repeated list flags collect.
