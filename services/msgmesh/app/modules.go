@@ -38,8 +38,8 @@ import (
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
 	"github.com/msgmesh/msgmesh/services/mcp"
-	"github.com/msgmesh/msgmesh/services/panel"
 	"github.com/msgmesh/msgmesh/services/msgmesh/apidocs"
+	"github.com/msgmesh/msgmesh/services/panel"
 	"github.com/msgmesh/msgmesh/services/realtime"
 )
 
