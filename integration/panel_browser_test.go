@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,6 +220,22 @@ func TestPanelInBrowser(t *testing.T) {
 	b.waitText(30*time.Second, "hello-from-http", "room-7")
 	b.screenshot("topic")
 	b.noSecretsInBrowser(c.AdminKey)
+	// Resume from the copied position with a room filter: what came after
+	// it in that room, nothing before it, nothing of another room.
+	pos := eval[string](b, `document.getElementById("tail-position").value`)
+	if pos == "" {
+		t.Fatal("the live tail shows no position to copy")
+	}
+	b.nav(n.URL + "/panel/")
+	publishJSON(t, n, c.AdminKey, "orders", "room-7", map[string]any{"tail": "after-the-position"})
+	publishJSON(t, n, c.AdminKey, "orders", "room-9", map[string]any{"tail": "another-room"})
+	b.nav(n.URL + "/panel/topics/orders?" + url.Values{"cursor": {pos}, "room": {"room-7"}}.Encode())
+	b.waitText(30*time.Second, "after-the-position")
+	if s := eval[string](b, `document.getElementById("tail-rows").innerText`); strings.Contains(s, "hello-from-http") || strings.Contains(s, "another-room") {
+		t.Fatalf("resumed tail shows more than room-7 after the position:\n%s", s)
+	}
+	eval[bool](b, `(document.getElementById("tail").scrollIntoView(), true)`)
+	b.screenshot("topic-tail")
 	// The publish form.
 	b.submit(`form[action="/panel/topics/orders/publish"]`, map[string]string{"data": `{"from":"panel-form"}`, "room": "r1"})
 	b.waitText(30*time.Second, "Published at cursor")

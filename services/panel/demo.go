@@ -184,19 +184,25 @@ func (p *Panel) demoPublish(c *gin.Context) {
 }
 
 func (p *Panel) visitor(r *http.Request) *rate.Limiter {
+	return p.limiterFor(p.demoVisitors, r, rate.Limit(p.cfg.Demo.MessagesPerSecond), demoBurst)
+}
+
+// limiterFor is the rate limiter of r's remote address in m (bounded: a
+// full map starts over).
+func (p *Panel) limiterFor(m map[string]*rate.Limiter, r *http.Request, lim rate.Limit, burst int) *rate.Limiter {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	p.demoMu.Lock()
 	defer p.demoMu.Unlock()
-	l, ok := p.demoVisitors[host]
+	l, ok := m[host]
 	if !ok {
-		if len(p.demoVisitors) >= demoMaxVisitors {
-			clear(p.demoVisitors)
+		if len(m) >= demoMaxVisitors {
+			clear(m)
 		}
-		l = rate.NewLimiter(rate.Limit(p.cfg.Demo.MessagesPerSecond), demoBurst)
-		p.demoVisitors[host] = l
+		l = rate.NewLimiter(lim, burst)
+		m[host] = l
 	}
 	return l
 }

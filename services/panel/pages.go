@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"golang.org/x/time/rate"
 )
 
 var funcs = template.FuncMap{
@@ -119,9 +120,20 @@ func (p *Panel) loginPage(c *gin.Context) {
 	p.render(c, http.StatusOK, "login", view{Title: "Sign in"})
 }
 
+// Sign-in attempts per address per node.
+const (
+	loginRate  rate.Limit = 1 // per second
+	loginBurst            = 10
+)
+
 func (p *Panel) login(c *gin.Context) {
 	if !sameOrigin(c.Request) {
 		p.render(c, http.StatusForbidden, "error", view{Title: "Refused", Error: "Cross-site sign-in refused."})
+		return
+	}
+	if !p.limiterFor(p.logins, c.Request, loginRate, loginBurst).Allow() {
+		c.Header("Retry-After", "1")
+		p.render(c, http.StatusTooManyRequests, "login", view{Title: "Sign in", Error: "Too many sign-in attempts from this address; wait a moment."})
 		return
 	}
 	key := strings.TrimSpace(c.PostForm("key"))

@@ -85,6 +85,7 @@ type Panel struct {
 
 	demoMu       sync.Mutex
 	demoVisitors map[string]*rate.Limiter
+	logins       map[string]*rate.Limiter // sign-in attempts per address
 	demoSeen     time.Time
 	demoRunning  bool
 	demoSeq      int64
@@ -106,7 +107,7 @@ func New(cfg Config) (*Panel, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
-	p := &Panel{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, demoVisitors: map[string]*rate.Limiter{}}
+	p := &Panel{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, demoVisitors: map[string]*rate.Limiter{}, logins: map[string]*rate.Limiter{}}
 	p.demoCtx, p.stopDemo = context.WithCancel(context.Background())
 	pages, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {

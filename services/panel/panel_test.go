@@ -243,3 +243,18 @@ func TestDemoPublishLimits(t *testing.T) {
 		t.Fatalf("no 429 after the burst: %v", codes)
 	}
 }
+
+func TestSignInAttemptsAreLimited(t *testing.T) {
+	_, e := newTestPanel(t, testKeyring(t), nil, false)
+	codes := map[int]int{}
+	for range loginBurst + 3 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/panel/login", strings.NewReader("key=mm_bad"))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		e.ServeHTTP(w, r)
+		codes[w.Code]++
+	}
+	if codes[401] != loginBurst || codes[429] != 3 {
+		t.Fatalf("answers %v: want %d refusals, then 429", codes, loginBurst)
+	}
+}
