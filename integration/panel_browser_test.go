@@ -379,6 +379,26 @@ func TestPanelConsumerKeySeesNoKeyManagement(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), c.AdminKey) {
 		t.Fatalf("/panel/keys with a consumer key: %d, want 403", resp.StatusCode)
 	}
+
+	// A suspended tenant: the overview says so with the operator's reason,
+	// for the open session and for a new sign-in.
+	h.Must(t, n.URL, "POST", "/v1/tenants/default/suspend", c.OperatorKey, map[string]any{"reason": "invoice 42 unpaid"}, 200)
+	for _, get := range []func() (*http.Response, error){
+		func() (*http.Response, error) { return cl.Get(n.URL + "/panel/") },
+		func() (*http.Response, error) {
+			return (&http.Client{Jar: newJar(t)}).PostForm(n.URL+"/panel/login", map[string][]string{"key": {c.AdminKey}})
+		},
+	} {
+		resp, err := get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "Suspended: invoice 42 unpaid") {
+			t.Fatalf("overview of a suspended tenant: %d %.2000s", resp.StatusCode, body)
+		}
+	}
 }
 
 // Issue 13 item 4: /demo with no login shows events flowing in both panes

@@ -143,7 +143,12 @@ func (p *Panel) login(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	var t tenantView
-	if err := p.call(ctx, key, "GET", "/v1/tenant", nil, &t); err != nil {
+	err := p.call(ctx, key, "GET", "/v1/tenant", nil, &t)
+	if st, ok := p.suspended(err, key); ok {
+		// The key is valid but its tenant suspended: sign in to see why.
+		t, err = st, nil
+	}
+	if err != nil {
 		msg := "That key was not accepted: " + err.Error()
 		st := statusOf(err)
 		if st == http.StatusForbidden && strings.Contains(err.Error(), "operator") {
@@ -176,6 +181,20 @@ func (p *Panel) logout(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/panel/login")
 }
 
+// suspended: err is the API's 403 tenant_suspended for key, and the
+// tenant's suspension (with the operator's reason) is known.
+func (p *Panel) suspended(err error, key string) (tenantView, bool) {
+	e, ok := err.(*apiError)
+	if !ok || e.Code != "tenant_suspended" || p.cfg.Suspension == nil {
+		return tenantView{}, false
+	}
+	tenant, reason, sus := p.cfg.Suspension(key)
+	if !sus {
+		return tenantView{}, false
+	}
+	return tenantView{ID: tenant, Suspended: true, SuspendedReason: reason}, true
+}
+
 type overviewData struct {
 	Tenant       tenantView
 	Month        string
@@ -191,7 +210,11 @@ func (p *Panel) overview(c *gin.Context) {
 	s := sess(c)
 	ctx := c.Request.Context()
 	var d overviewData
-	if err := p.call(ctx, s.Key, "GET", "/v1/tenant", nil, &d.Tenant); err != nil {
+	err := p.call(ctx, s.Key, "GET", "/v1/tenant", nil, &d.Tenant)
+	if st, ok := p.suspended(err, s.Key); ok {
+		d.Tenant, err = st, nil
+	}
+	if err != nil {
 		p.fail(c, "Overview", err)
 		return
 	}

@@ -55,6 +55,11 @@ type Config struct {
 	// Usage is a tenant's messages this month (limits); Limits the plans'.
 	Usage  func(tenant string) (month string, used int64)
 	Limits config.Limits
+	// Suspension reports, for a valid key of a suspended tenant, the tenant
+	// and the operator's reason (the API refuses such keys with 403
+	// tenant_suspended, without the reason). Nil: suspension is shown only
+	// as the API's error.
+	Suspension func(key string) (tenant, reason string, suspended bool)
 	// Demo is the live demo's configuration and its server-side parts.
 	Demo Demo
 	// Now is the clock (default time.Now).

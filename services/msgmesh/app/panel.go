@@ -38,6 +38,7 @@ func (a *App) initPanel(ctx context.Context) error {
 		Names:      names.Mapper{Prefix: a.cfg.Kafka.TopicPrefix},
 		Usage:      a.limiter.Usage,
 		Limits:     a.cfg.Limits,
+		Suspension: a.suspension,
 		Now:        a.now,
 		Logger:     a.log.With("component", "panel"),
 		Demo: panel.Demo{
@@ -132,4 +133,23 @@ func (d *demoKeys) revoke(ctx context.Context) {
 		d.a.log.Warn("could not revoke the demo's key", "key_id", d.keyID, "err", err)
 	}
 	d.key, d.keyID = "", ""
+}
+
+// suspension: for a valid, unrevoked key of a suspended tenant, the
+// tenant and the operator's reason (shown on the panel's overview).
+func (a *App) suspension(key string) (string, string, bool) {
+	if !auth.LooksLikeKey(key) {
+		return "", "", false
+	}
+	st := a.clog.State()
+	h := auth.HashKey(key)
+	k, ok := st.KeyByHash(h)
+	if !ok || !auth.EqualHash(k.Hash, h) || k.RevokedAt != nil {
+		return "", "", false
+	}
+	t, ok := st.Tenant(k.Tenant)
+	if !ok || !t.Suspended {
+		return "", "", false
+	}
+	return t.ID, t.SuspendedReason, true
 }
