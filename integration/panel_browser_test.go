@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -269,7 +270,14 @@ func TestPanelInBrowser(t *testing.T) {
 	}
 
 	// A webhook the SSRF guard disabled, re-enabled with a corrected URL.
-	wh := h.CreateWebhook(t, n.URL, c.AdminKey, "orders", rc.URLFor("hooks.example", "/old"), "")
+	b.nav(n.URL + "/panel/webhooks")
+	b.submit(`form[action="/panel/webhooks"]`, map[string]string{"topic": "orders", "url": rc.URLFor("hooks.example", "/old")})
+	created := b.waitText(30*time.Second, "Copy its signing secret now")
+	m := regexp.MustCompile(`Webhook (wh_[0-9a-f]+) created`).FindStringSubmatch(created)
+	if m == nil || !strings.HasPrefix(eval[string](b, `document.getElementById("new-secret").value`), "whsec_") {
+		t.Fatalf("the webhook's creation page shows no id or secret:\n%s", created)
+	}
+	wh := h.GetWebhook(t, n.URL, c.AdminKey, m[1])
 	dns.Set("hooks.example", "169.254.169.254")
 	rc.CloseClientConnections()
 	publishJSON(t, n, c.AdminKey, "orders", "", map[string]any{"webhook": 1})
@@ -315,6 +323,22 @@ func TestPanelInBrowser(t *testing.T) {
 	if p := got[len(got)-1].Payload(t); !strings.Contains(fmt.Sprint(p["data"]), "dl-1") {
 		t.Fatalf("replayed delivery %v", p)
 	}
+
+	// Delete: the webhook, then a topic (its name typed to confirm).
+	b.nav(n.URL + "/panel/webhooks/" + dead.ID)
+	b.submit(`form[action="/panel/webhooks/`+dead.ID+`/delete"]`, nil)
+	b.waitText(30*time.Second, "Webhook "+dead.ID+" deleted.")
+	h.Must(t, n.URL, "GET", "/v1/webhooks/"+dead.ID, c.AdminKey, nil, 404)
+	b.nav(n.URL + "/panel/topics")
+	b.submit(`form[action="/panel/topics"]`, map[string]string{"name": "scratch"})
+	b.waitText(30*time.Second, "Topic scratch")
+	b.submit(`form[action="/panel/topics/scratch/delete"]`, map[string]string{"confirm": "scratc"})
+	b.waitText(10*time.Second, "Type the topic's name (scratch) to confirm")
+	h.Must(t, n.URL, "GET", "/v1/topics/scratch", c.AdminKey, nil, 200)
+	b.nav(n.URL + "/panel/topics/scratch")
+	b.submit(`form[action="/panel/topics/scratch/delete"]`, map[string]string{"confirm": "scratch"})
+	b.waitText(30*time.Second, "Topic scratch deleted.")
+	h.Must(t, n.URL, "GET", "/v1/topics/scratch", c.AdminKey, nil, 404)
 
 	// Audit log (or that it is unavailable on this build).
 	b.nav(n.URL + "/panel/audit")
