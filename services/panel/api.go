@@ -6,9 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/msgmesh/msgmesh/platform/httpapi"
 )
 
 // apiError is a non-2xx answer of the API: {"error","code"} and its
@@ -48,7 +53,7 @@ func (p *Panel) call(ctx context.Context, key, method, path string, body, out an
 	}
 	resp, err := p.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return &apiError{Status: http.StatusBadGateway, Code: "unavailable", Message: "the API did not answer: " + err.Error()}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: httpapi.CodeNotReady.Code, Message: "the API did not answer (retry shortly): " + err.Error()}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
@@ -82,6 +87,16 @@ func query(kv ...string) string {
 		return ""
 	}
 	return "?" + v.Encode()
+}
+
+// abortJSON answers err in the API's error format ({"error","code"},
+// request_id on 5xx): an API error keeps its status and code.
+func abortJSON(c *gin.Context, log *slog.Logger, err error) {
+	if e, ok := err.(*apiError); ok {
+		httpapi.Abort(c, log, &httpapi.Error{Code: httpapi.Code{Status: e.Status, Code: e.Code}, Message: e.Message})
+		return
+	}
+	httpapi.Abort(c, log, err)
 }
 
 // statusOf is the HTTP status of an API error (500 for others).

@@ -3,7 +3,6 @@ package panel
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
+
+	"github.com/msgmesh/msgmesh/platform/httpapi"
 )
 
 // Demo limits beyond the tenant's own plan.
@@ -26,8 +27,7 @@ const (
 
 func (p *Panel) requireDemo(c *gin.Context) {
 	if !p.cfg.Demo.Enabled || p.cfg.Demo.Key == nil {
-		c.JSON(http.StatusNotFound, gin.H{"error": "the live demo is turned off on this server (demo.enabled)", "code": "not_found"})
-		c.Abort()
+		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeNotFound, "the live demo is turned off on this server (demo.enabled)"))
 		return
 	}
 	c.Next()
@@ -86,11 +86,10 @@ func (p *Panel) produce(key string) {
 }
 
 func (p *Panel) demoFail(c *gin.Context, err error) {
-	st, code := http.StatusServiceUnavailable, "unavailable"
-	if e, ok := err.(*apiError); ok {
-		st, code = e.Status, e.Code
+	if _, ok := err.(*apiError); !ok {
+		err = httpapi.Wrap(httpapi.CodeNotReady, err, "the demo is not ready: "+err.Error())
 	}
-	c.JSON(st, gin.H{"error": err.Error(), "code": code})
+	abortJSON(c, p.log, err)
 }
 
 func (p *Panel) demoPage(c *gin.Context) {
@@ -131,7 +130,7 @@ func (p *Panel) demoWatch(c *gin.Context) {
 	}
 	out, err := p.cfg.Demo.Watch(ctx, key, c.Query("cursor"))
 	if err != nil {
-		c.JSON(http.StatusBadGateway, gin.H{"error": err.Error(), "code": "watch_failed"})
+		p.demoFail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, out)
@@ -142,7 +141,7 @@ func (p *Panel) demoWatch(c *gin.Context) {
 // (and the demo tenant's plan limits on top).
 func (p *Panel) demoPublish(c *gin.Context) {
 	if !sameOrigin(c.Request) {
-		c.JSON(http.StatusForbidden, gin.H{"error": "cross-site request refused", "code": "forbidden"})
+		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeForbidden, "cross-site request refused"))
 		return
 	}
 	var req struct {
@@ -150,16 +149,15 @@ func (p *Panel) demoPublish(c *gin.Context) {
 		Room string `json:"room"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, 4096)).Decode(&req); err != nil {
-		c.JSON(http.StatusBadRequest, gin.H{"error": "send {\"text\": \"...\"}", "code": "invalid_request"})
+		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeInvalidRequest, `send {"text": "..."}`))
 		return
 	}
 	if req.Text == "" || len(req.Text) > demoMaxBytes {
-		c.JSON(http.StatusRequestEntityTooLarge, gin.H{"error": fmt.Sprintf("text must be 1 to %d bytes", demoMaxBytes), "code": "payload_too_large"})
+		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodePayloadTooLarge, "text must be 1 to %d bytes", demoMaxBytes))
 		return
 	}
 	if !p.visitor(c.Request).Allow() {
-		c.Header("Retry-After", "1")
-		c.JSON(http.StatusTooManyRequests, gin.H{"error": "the demo takes a few messages a second per visitor; wait a moment", "code": "rate_limited"})
+		httpapi.Abort(c, nil, &httpapi.Error{Code: httpapi.CodeRateLimited, Message: "the demo takes a few messages a second per visitor; wait a moment", RetryAfter: 1})
 		return
 	}
 	ctx := c.Request.Context()

@@ -426,12 +426,7 @@ func (p *Panel) tailToken(c *gin.Context) {
 	var out map[string]any
 	body := map[string]any{"ttl_seconds": 300, "capabilities": []map[string]any{{"ops": []string{"subscribe"}, "topics": []string{name}}}}
 	if err := p.call(c.Request.Context(), s.Key, "POST", "/v1/tokens", body, &out); err != nil {
-		e, _ := err.(*apiError)
-		st, code := http.StatusBadGateway, "unavailable"
-		if e != nil {
-			st, code = e.Status, e.Code
-		}
-		c.JSON(st, gin.H{"error": err.Error(), "code": code})
+		abortJSON(c, p.log, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"token": out["token"], "expires_at": out["expires_at"]})
