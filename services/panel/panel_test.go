@@ -42,9 +42,21 @@ func fakeAPI(t *testing.T) *httptest.Server {
 			_, _ = w.Write([]byte(`{"id":"acme","plan":"free"}`))
 		case "/v1/topics":
 			_, _ = w.Write([]byte(`{"topics":[]}`))
+		case "/v1/keys", "/v1/webhooks":
+			_, _ = w.Write([]byte(`{"keys":[],"webhooks":[]}`))
+		case "/v1/webhooks/wh_1", "/v1/webhooks/wh_2":
+			_, _ = w.Write([]byte(`{"id":"` + strings.TrimPrefix(r.URL.Path, "/v1/webhooks/") + `","topic":"orders","url":"https://example.com/h","room":null,"enabled":true,"group":"g"}`))
+		case "/v1/webhooks/wh_1/attempts":
+			// The read model's shape (CONTRACT.md, wave 2).
+			if r.URL.Query().Get("outcome") != "permanent" {
+				t.Errorf("attempts query %q: want the page's outcome filter", r.URL.RawQuery)
+			}
+			_, _ = w.Write([]byte(`{"attempts":[{"webhook_id":"wh_1","cursor":"0-7","message_id":"m","attempt":3,"outcome":"permanent","status":410,"error":"gone <b>","duration_ms":12,"time":"2026-12-01T10:00:00Z"}],"next":"abc","source":"memory"}`))
+		case "/v1/audit":
+			_, _ = w.Write([]byte(`{"events":[{"id":"0-5","time":"2026-12-01T10:00:00Z","type":"key.created","actor":"key_1","summary":"key ci created","details":{"name":"ci"}}],"next":null,"source":"postgres"}`))
 		default:
-			w.WriteHeader(403)
-			_, _ = w.Write([]byte(`{"error":"forbidden","code":"forbidden"}`))
+			w.WriteHeader(404)
+			_, _ = w.Write([]byte(`{"error":"no route GET ` + r.URL.Path + `","code":"not_found"}`))
 		}
 	}))
 	t.Cleanup(s.Close)
@@ -256,5 +268,29 @@ func TestSignInAttemptsAreLimited(t *testing.T) {
 	}
 	if codes[401] != loginBurst || codes[429] != 3 {
 		t.Fatalf("answers %v: want %d refusals, then 429", codes, loginBurst)
+	}
+}
+
+// The read model's shapes (attempts, audit) render; a build without the
+// routes (404 not_found) says the history is unavailable.
+func TestReadModelPages(t *testing.T) {
+	_, e := newTestPanel(t, testKeyring(t), nil, false)
+	c := login(t, e, "mm_good")
+	w := get(e, "/panel/webhooks/wh_1?outcome=permanent", c)
+	body := w.Body.String()
+	for _, want := range []string{"0-7", "permanent", "410", "gone &lt;b&gt;", "12 ms", "Source: memory", "after=abc"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("attempts page lacks %q", want)
+		}
+	}
+	w = get(e, "/panel/webhooks/wh_2", c)
+	if !strings.Contains(w.Body.String(), "Delivery-attempt history is unavailable") {
+		t.Errorf("a webhook without the attempts route: %.500s", w.Body)
+	}
+	w = get(e, "/panel/audit", c)
+	for _, want := range []string{"key.created", "key ci created", "key_1", `{&#34;name&#34;:&#34;ci&#34;}`, "Source: postgres"} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("audit page lacks %q", want)
+		}
 	}
 }
