@@ -202,7 +202,7 @@ func TestPanelInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "Tenant default") {
 		t.Fatalf("node 2 /panel/ with node 1's session: %d %.300s", resp.StatusCode, body)
 	}
@@ -351,7 +351,7 @@ func TestPanelInBrowser(t *testing.T) {
 	// A cross-site form POST (another origin, the session cookie present)
 	// is refused and changes nothing.
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/panel/topics"><input name="name" value="evil"></form><script>document.getElementById("f").submit()</script>`, n.URL)
+		_, _ = fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/panel/topics"><input name="name" value="evil"></form><script>document.getElementById("f").submit()</script>`, n.URL)
 	}))
 	t.Cleanup(evil.Close)
 	b.nav(evil.URL)
@@ -368,7 +368,7 @@ func TestPanelInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/panel/login" {
 		t.Fatalf("a logged-out session: %d %s, want 303 to /panel/login", resp.StatusCode, resp.Header.Get("Location"))
 	}
@@ -387,7 +387,7 @@ func TestPanelConsumerKeySeesNoKeyManagement(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "Tenant default") {
 		t.Fatalf("login: %d %.300s", resp.StatusCode, body)
 	}
@@ -399,7 +399,7 @@ func TestPanelConsumerKeySeesNoKeyManagement(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), c.AdminKey) {
 		t.Fatalf("/panel/keys with a consumer key: %d, want 403", resp.StatusCode)
 	}
@@ -418,7 +418,7 @@ func TestPanelConsumerKeySeesNoKeyManagement(t *testing.T) {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != 200 || !strings.Contains(string(body), "Suspended: invoice 42 unpaid") {
 			t.Fatalf("overview of a suspended tenant: %d %.2000s", resp.StatusCode, body)
 		}

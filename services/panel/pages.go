@@ -122,8 +122,8 @@ func (p *Panel) loginPage(c *gin.Context) {
 
 // Sign-in attempts per address per node.
 const (
-	loginRate  rate.Limit = 1 // per second
-	loginBurst            = 10
+	loginRate  = rate.Limit(1) // per second
+	loginBurst = 10
 )
 
 func (p *Panel) login(c *gin.Context) {
