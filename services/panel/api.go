@@ -55,7 +55,7 @@ func (p *Panel) call(ctx context.Context, key, method, path string, body, out an
 	if err != nil {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: httpapi.CodeNotReady.Code, Message: "the API did not answer (retry shortly): " + err.Error()}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
 		return err
