@@ -25,6 +25,10 @@
     const es = new EventSource(`/v1/topics/${encodeURIComponent(t.topic)}/events?${q}`);
     es.onopen = () => { st.textContent = "live"; };
     es.onmessage = (e) => { if (e.lastEventId) position = e.lastEventId; if (e.data) line(ssePane, JSON.parse(e.data)); };
+    es.onerror = () => {
+      if (es.readyState !== EventSource.CLOSED) { st.textContent = "reconnecting"; return; }
+      st.textContent = "reconnecting"; setTimeout(sse, 2000);
+    };
     es.addEventListener("msgmesh-closed", (e) => {
       if (e.lastEventId) position = e.lastEventId;
       es.close(); st.textContent = "reconnecting";

@@ -57,7 +57,14 @@
       state.textContent = "reconnecting (" + why.reason + ")";
       setTimeout(open, why.reason === "token_expired" ? 0 : 2000);
     });
-    es.onerror = () => { if (es && es.readyState === EventSource.CONNECTING) state.textContent = "reconnecting"; };
+    es.onerror = () => {
+      if (!es) return;
+      if (es.readyState === EventSource.CONNECTING) { state.textContent = "reconnecting"; return; }
+      // Refused (the token expired while the connection was down, or the
+      // node went away): a new token, from the last position.
+      es.close(); es = null;
+      if (!stopped) { state.textContent = "reconnecting"; setTimeout(open, 2000); }
+    };
   }
   form.addEventListener("submit", (e) => { e.preventDefault(); stopped = false; position = ""; rows.replaceChildren(); open(); });
   document.getElementById("tail-stop").addEventListener("click", () => { stopped = true; if (es) es.close(); es = null; state.textContent = "stopped"; });
