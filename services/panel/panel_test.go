@@ -2,6 +2,7 @@ package panel
 
 import (
 	"context"
+	"io"
 	"crypto/rand"
 	"encoding/json"
 	"net/http"
@@ -52,6 +53,12 @@ func fakeAPI(t *testing.T) *httptest.Server {
 				t.Errorf("attempts query %q: want the page's outcome filter", r.URL.RawQuery)
 			}
 			_, _ = w.Write([]byte(`{"attempts":[{"webhook_id":"wh_1","cursor":"0-7","message_id":"m","attempt":3,"outcome":"permanent","status":410,"error":"gone <b>","duration_ms":12,"time":"2026-12-01T10:00:00Z"}],"next":"abc","source":"memory"}`))
+		case "/v1/webhooks/wh_1/dead-letters/replay":
+			b, _ := io.ReadAll(r.Body)
+			if string(b) != `{"cursors":["0-1","0-2"]}` {
+				t.Errorf("replay body %s", b)
+			}
+			_, _ = w.Write([]byte(`{"replayed":2,"cursors":["1-8","1-9"],"more":false}`))
 		case "/v1/audit":
 			_, _ = w.Write([]byte(`{"events":[{"id":"0-5","time":"2026-12-01T10:00:00Z","type":"key.created","actor":"key_1","summary":"key ci created","details":{"name":"ci"}}],"next":null,"source":"postgres"}`))
 		default:
@@ -292,5 +299,35 @@ func TestReadModelPages(t *testing.T) {
 		if !strings.Contains(w.Body.String(), want) {
 			t.Errorf("audit page lacks %q", want)
 		}
+	}
+}
+
+// Replaying selected dead letters previews how many go back and to whom,
+// then replays exactly those cursors.
+func TestReplaySelectedPreviewsThenReplays(t *testing.T) {
+	p, e := newTestPanel(t, testKeyring(t), nil, false)
+	c := login(t, e, "mm_good")
+	s, _ := p.open(context.Background(), c.Value)
+	post := func(form url.Values) string {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/panel/webhooks/wh_1/dlq/replay", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.AddCookie(c)
+		e.ServeHTTP(w, r)
+		if w.Code != 200 {
+			t.Fatalf("replay %v: %d %s", form, w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	body := post(url.Values{"csrf": {s.CSRF}, "cursor": {"0-1", "0-2"}})
+	if !strings.Contains(body, "2 message(s)</b>") && !strings.Contains(body, "2 message(s) will be published again") {
+		t.Errorf("preview does not say how many: %.3000s", body)
+	}
+	if !strings.Contains(body, "Every receiver of orders gets them again") || !strings.Contains(body, `name="confirm" value="1"`) {
+		t.Errorf("preview lacks the warning or the confirm step")
+	}
+	body = post(url.Values{"csrf": {s.CSRF}, "cursor": {"0-1", "0-2"}, "confirm": {"1"}})
+	if !strings.Contains(body, "Replayed 2 message(s) into topic orders: new cursors 1-8, 1-9") {
+		t.Errorf("replay result: %.3000s", body)
 	}
 }
