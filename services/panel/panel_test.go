@@ -320,7 +320,7 @@ func TestReplaySelectedPreviewsThenReplays(t *testing.T) {
 		return w.Body.String()
 	}
 	body := post(url.Values{"csrf": {s.CSRF}, "cursor": {"0-1", "0-2"}})
-	if !strings.Contains(body, "2 message(s)</b>") && !strings.Contains(body, "2 message(s) will be published again") {
+	if !strings.Contains(body, "2 message(s) will be published again into topic orders") {
 		t.Errorf("preview does not say how many: %.3000s", body)
 	}
 	if !strings.Contains(body, "Every receiver of orders gets them again") || !strings.Contains(body, `name="confirm" value="1"`) {
