@@ -32,6 +32,10 @@ type Config struct {
 	Webhooks Webhooks `mapstructure:"webhooks"`
 	// Secrets configures the key that encrypts the control log's secrets.
 	Secrets Secrets `mapstructure:"secrets"`
+	// Panel configures the browser panel at /panel/.
+	Panel Panel `mapstructure:"panel"`
+	// Demo configures the public live demo at /demo.
+	Demo Demo `mapstructure:"demo"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.
@@ -281,6 +285,28 @@ type Secrets struct {
 	PreviousKeyFiles []string `mapstructure:"previous_key_files"`
 }
 
+// Panel configures the browser panel (/panel/, target panel).
+type Panel struct {
+	// SessionTTL is how long a login lasts (key panel.session_ttl, default
+	// 12h): the session cookie and the sealed session in it expire then.
+	SessionTTL time.Duration `mapstructure:"session_ttl"`
+}
+
+// Demo configures the public live demo at /demo (target panel): no login,
+// a tenant of its own (Tenant) whose only credential the demo holds
+// server-side, limited to one topic.
+type Demo struct {
+	// Enabled serves /demo (key demo.enabled, default true); false answers
+	// 404 there and creates nothing.
+	Enabled bool `mapstructure:"enabled"`
+	// Tenant is the tenant reserved for the demo (default "demo"); it is
+	// created on first use. Never give that id to a customer.
+	Tenant string `mapstructure:"tenant"`
+	// MessagesPerSecond caps what the demo's publish box accepts per
+	// visitor address, per node (default 2; burst 5).
+	MessagesPerSecond float64 `mapstructure:"messages_per_second"`
+}
+
 // Limits holds per-plan limits, applied per tenant.
 type Limits struct {
 	Free PlanLimits `mapstructure:"free"`
@@ -355,6 +381,8 @@ func Defaults() Config {
 			MaxConsumers:        1000,
 		},
 		Tokens: Tokens{DefaultTTL: 15 * time.Minute, MaxTTL: 24 * time.Hour},
+		Panel:  Panel{SessionTTL: 12 * time.Hour},
+		Demo:   Demo{Enabled: true, Tenant: "demo", MessagesPerSecond: 2},
 		Realtime: Realtime{
 			ReplayWindowRecords: 10000,
 			ReplayWindowAge:     24 * time.Hour,

@@ -36,6 +36,10 @@ type Setting struct {
 // settingDocs holds the meaning of every key; a test checks that every
 // field of Config has one (add yours here and to README.md's table).
 var settingDocs = map[string]string{
+	"panel.session_ttl":                      "how long a /panel/ login lasts (the sealed session cookie expires then)",
+	"demo.enabled":                           "serve the public live demo at /demo (false: 404 there, nothing created)",
+	"demo.tenant":                            "tenant reserved for the demo, created on first use; never give this id to a customer",
+	"demo.messages_per_second":               "what the demo's publish box accepts per visitor address per node (burst 5)",
 	"http.addr":                              "host:port of the one HTTP listener (every API in all-in-one mode); port 0 picks a free port",
 	"http.cors_origins":                      `origins allowed to call the API from a browser ("*", "none" or origins like https://app.example.com, comma-separated)`,
 	"http.idle_timeout":                      "idle keep-alive connections are closed after this",

@@ -83,8 +83,22 @@ var (
 
 // Validate checks every section and returns all problems joined (nil if
 // none), each a *FieldError naming its key, in key order.
+// demoTenantRE is names.Tenant's rule (config does not import names).
+var demoTenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
 func (c Config) Validate() error {
 	var p problems
+	if c.Panel.SessionTTL < time.Minute {
+		p.add("panel.session_ttl", "must be at least 1m, got %s", c.Panel.SessionTTL)
+	}
+	if c.Demo.Enabled {
+		if !demoTenantRE.MatchString(c.Demo.Tenant) {
+			p.add("demo.tenant", "want a tenant id (1-63 of [a-z0-9-]), got %q", c.Demo.Tenant)
+		}
+		if c.Demo.MessagesPerSecond <= 0 {
+			p.add("demo.messages_per_second", "must be positive, got %v", c.Demo.MessagesPerSecond)
+		}
+	}
 	if c.Embedded() && c.DataDir == "" {
 		p.add("data_dir", "must be set when the embedded broker runs (kafka.brokers empty)")
 	}

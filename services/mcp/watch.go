@@ -257,3 +257,10 @@ func progressOf(ctx context.Context) func(elapsed, total time.Duration) {
 // requestKey carries the tool call's request to tool bodies that need it
 // (progress notifications).
 type requestKey struct{}
+
+// Watch is watch_topic itself for callers in this process (the live
+// demo's agent pane): the same events, cursor, resync and timed_out an
+// agent's call gets, acting with c's credential.
+func (s *Server) Watch(ctx context.Context, c *msgmesh.Client, in WatchIn) (WatchOut, error) {
+	return s.watch(ctx, c, in, nil)
+}

@@ -16,18 +16,12 @@ import (
 // capabilities apply exactly as over HTTP, and watch_topic waits on the
 // node's realtime fan-out).
 func (a *App) mountMCP() error {
-	host, port, err := net.SplitHostPort(a.Addr)
+	self, err := a.selfURL()
 	if err != nil {
 		return err
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-		if ip != nil && ip.To4() == nil {
-			host = "::1"
-		}
-	}
 	s, err := mcp.New(mcp.Config{
-		URL:        "http://" + net.JoinHostPort(host, port),
+		URL:        self,
 		HTTPClient: loopbackClient(),
 		Logger:     a.log.With("component", "mcp"),
 		Registerer: a.reg,
@@ -45,6 +39,22 @@ func (a *App) mountMCP() error {
 	a.api.GET("/mcp", noMethod)
 	a.api.DELETE("/mcp", noMethod)
 	return nil
+}
+
+// selfURL is this node's own API over loopback (for the MCP tools and
+// the panel).
+func (a *App) selfURL() (string, error) {
+	host, port, err := net.SplitHostPort(a.Addr)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
 }
 
 // loopbackClient sends the MCP tools' API calls to this node: enough idle

@@ -31,6 +31,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/embedkafka"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/keyring"
 	"github.com/msgmesh/msgmesh/platform/limits"
 	"github.com/msgmesh/msgmesh/platform/logging"
 	"github.com/msgmesh/msgmesh/platform/names"
@@ -38,6 +39,7 @@ import (
 	"github.com/msgmesh/msgmesh/services/gateway"
 	"github.com/msgmesh/msgmesh/services/mcp"
 	"github.com/msgmesh/msgmesh/services/msgmesh/apidocs"
+	"github.com/msgmesh/msgmesh/services/panel"
 	"github.com/msgmesh/msgmesh/services/realtime"
 )
 
@@ -49,6 +51,7 @@ const (
 	ControlPlane = "controlplane"
 	Gateway      = "gateway"
 	Realtime     = "realtime"
+	Panel        = "panel"
 
 	modKafka      = "kafka"
 	modControlLog = "controllog"
@@ -58,7 +61,8 @@ const (
 
 // deps is the dependency graph; a target's modules start after theirs.
 var deps = map[string][]string{
-	All:           {ControlPlane, Gateway, Realtime, Dispatcher},
+	All:           {ControlPlane, Gateway, Realtime, Dispatcher, Panel},
+	Panel:         {ControlPlane, Gateway, Realtime},
 	ControlPlane:  {modKafka, modControlLog, modServer},
 	Gateway:       {modKafka, modControlLog, modServer},
 	Realtime:      {modKafka, modControlLog, modServer},
@@ -76,6 +80,7 @@ var Targets = map[string]string{
 	Gateway:      "publish, poll and commit (/v1/topics/{topic}/messages|poll|commit)",
 	Realtime:     "SSE and WebSocket delivery (/v1/topics/{topic}/events, /v1/ws)",
 	Dispatcher:   "webhook delivery: retries, dead letters, the SSRF guard (no HTTP API; /v1/webhooks is the control plane's)",
+	Panel:        "the browser panel (/panel/) and the public live demo (/demo), acting through this node's own API",
 }
 
 // service is a running module: Run blocks until ctx ends or it fails;
@@ -109,6 +114,8 @@ type App struct {
 	wh         *webhookParts // dispatcher.go
 	mcp        *mcp.Server   // mcp.go
 	authn      *auth.Authenticator
+	keyring    *keyring.Keyring
+	panel      *panel.Panel // panel.go
 
 	services []service
 	// pending holds readiness back until set false (bootstrap done).
@@ -172,7 +179,7 @@ func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Log
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	inits := map[string]func(context.Context) error{
 		modKafka: a.initKafka, modControlLog: a.initControlLog, modLimits: a.initLimits, modServer: a.initServer,
-		ControlPlane: a.initControlPlane, Gateway: a.initGateway, Realtime: a.initRealtime, Dispatcher: a.initDispatcher, All: func(context.Context) error { return nil },
+		ControlPlane: a.initControlPlane, Gateway: a.initGateway, Realtime: a.initRealtime, Dispatcher: a.initDispatcher, Panel: a.initPanel, All: func(context.Context) error { return nil },
 	}
 	for _, m := range mods {
 		if err := inits[m](ctx); err != nil {
@@ -213,6 +220,7 @@ func (a *App) initControlLog(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.keyring = kr
 	octx, cancel := context.WithTimeout(ctx, 2*a.cfg.Kafka.RequestTimeout)
 	defer cancel()
 	l, err := controlstate.Open(octx, controlstate.Config{
