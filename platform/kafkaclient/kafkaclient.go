@@ -146,12 +146,17 @@ func Classify(err error, tlsOn bool) error {
 	var verify *tls.CertificateVerificationError
 	var header tls.RecordHeaderError
 	switch {
-	case errors.As(err, &unknownCA), errors.As(err, &invalid), errors.As(err, &verify):
-		return refused("tls", "the broker's certificate is not trusted: set kafka.tls.ca_file to the CA that signed it")
 	case errors.As(err, &hostErr):
 		return refused("tls", "the broker's certificate does not name this host: fix kafka.brokers or set kafka.tls.server_name")
+	case errors.As(err, &unknownCA), errors.As(err, &invalid), errors.As(err, &verify):
+		return refused("tls", "the broker's certificate is not trusted: set kafka.tls.ca_file to the CA that signed it")
 	case errors.As(err, &header):
-		return refused("tls", "the listener did not answer with TLS: is kafka.brokers a plaintext listener?")
+		return refused("plaintext_listener", "the listener did not answer with TLS: is kafka.brokers a plaintext listener?")
+	}
+	// A plaintext client on a TLS listener reads the broker's TLS alert as
+	// an oversized response (franz-go says so in the message).
+	if !tlsOn && strings.Contains(err.Error(), "plaintext connection speaking to a tls endpoint") {
+		return refused("tls_listener", "the listener speaks TLS: set kafka.tls.enabled=true (and kafka.tls.ca_file)")
 	}
 	if _, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok {
 		if tlsOn {
