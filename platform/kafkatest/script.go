@@ -40,9 +40,9 @@ type Script struct {
 // The users scripts/kafka.sh makes with MSGMESH_KAFKA_SECURITY=sasl_ssl
 // (SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN).
 const (
-	ScriptUser         = "msgmesh"
-	ScriptPassword     = "msgmesh-secret"
-	ScriptNoACLUser    = "noacl"
+	ScriptUser          = "msgmesh"
+	ScriptPassword      = "msgmesh-secret"
+	ScriptNoACLUser     = "noacl"
 	ScriptNoACLPassword = "noacl-secret"
 )
 
