@@ -21,6 +21,7 @@
 #   MSGMESH_KAFKA_HOME             jar cache, default ~/.cache/msgmesh/kafka-4.4.0
 #                                  (jars in $MSGMESH_KAFKA_HOME/libs, fetched by mvn on first use)
 #   MSGMESH_KAFKA_PORT             PLAINTEXT port of node 1, default 19092; node N uses port + N - 1
+#                                  (keep ports below 32768, the ephemeral range)
 #   MSGMESH_KAFKA_CONTROLLER_PORT  controller port of node 1, default broker port + nodes
 #                                  (19093 for one node); node N uses it + N - 1
 #   MSGMESH_KAFKA_SASL_SSL_PORT    SASL_SSL port of node 1, default broker port + 2 * nodes
@@ -267,6 +268,13 @@ num.network.threads=2
 num.io.threads=4
 log.retention.check.interval.ms=60000
 EOF
+  if ((NODES > 1)); then
+    cat >>"$PROPS" <<EOF
+# a dead node is fenced (its partitions get new leaders) within 3 s, not 9 s
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
+EOF
+  fi
   if [[ $SECURITY == sasl_ssl ]]; then
     cat >>"$PROPS" <<EOF
 # MSGMESH_KAFKA_SECURITY=sasl_ssl
@@ -366,8 +374,10 @@ pids() {
 cmd_start() {
   local running
   running=$(pids)
+  STARTED=()
   if [[ -n $running ]] && (($(wc -w <<<"$running") == NODES)); then
     say "already running (pid $running)"
+    read -r -a STARTED <<<"$running"
     wait_ready "$SECONDS"
     [[ $SECURITY == sasl_ssl ]] && say "CA file: $SEC/ca.pem (users msgmesh/msgmesh-secret, noacl/noacl-secret)"
     echo "$BROKERS"
@@ -392,6 +402,7 @@ cmd_start() {
   fi
   command -v java >/dev/null 2>&1 || die "java not found (Java 17+ runs the broker)"
   local t0=$SECONDS
+  STARTED=()
   ensure_jars
   ensure_check
   [[ $SECURITY == sasl_ssl ]] && ensure_certs
@@ -416,6 +427,7 @@ cmd_start() {
       -Dlog4j2.configurationFile="$LOG4J" -Dkafka.logs.dir="$LOGDIR" \
       -cp "$(classpath)" kafka.Kafka "$PROPS" </dev/null >>"$OUT" 2>&1 9>&- &
     echo "$!" >"$PIDFILE"
+    STARTED+=("$!")
   done
   wait_ready "$t0"
   [[ $SECURITY == sasl_ssl ]] && say "CA file: $SEC/ca.pem (users msgmesh/msgmesh-secret, noacl/noacl-secret)"
@@ -427,13 +439,20 @@ cmd_start() {
 wait_ready() {
   local t0=$1 i
   local deadline=$((SECONDS + START_TIMEOUT))
+  local pid
   until answers; do
-    for ((i = 1; i <= NODES; i++)); do
-      use_node "$i"
-      if [[ -z $(our_pid) ]]; then
+    # kill -0, not our_pid: a child that has not exec'd java yet would not
+    # match its command line.
+    for pid in "${STARTED[@]}"; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        for ((i = 1; i <= NODES; i++)); do
+          use_node "$i"
+          [[ $(cat "$PIDFILE" 2>/dev/null) == "$pid" ]] && break
+        done
         log_tail 60
+        local logs=$LOGDIR
         stop_all
-        die "broker node $i exited during startup (logs in $LOGDIR)"
+        die "broker node $i (pid $pid) exited during startup (logs in $logs)"
       fi
     done
     if ((SECONDS >= deadline)); then

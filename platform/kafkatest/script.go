@@ -155,7 +155,9 @@ func (s *Script) Kill(t testing.TB, node int) {
 func freePorts(t testing.TB, n int) int {
 	t.Helper()
 	for try := 0; try < 50; try++ {
-		base := 20000 + rand.IntN(30000)
+		// below the ephemeral range (32768-60999 on Linux), where outgoing
+		// connections would take a port between the check and the bind
+		base := 20000 + rand.IntN(12000)
 		ok := true
 		for p := base; p < base+n && ok; p++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
