@@ -138,7 +138,7 @@ func Classify(err error, tlsOn bool) error {
 	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
 		errors.Is(err, kerr.GroupAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed),
 		errors.Is(err, kerr.DelegationTokenAuthorizationFailed):
-		return refused("authorization", "grant the SASL user ACLs on the topics and groups that start with kafka.topic_prefix (see README, Secured Kafka)")
+		return refused("authorization", "grant the SASL user ACLs on the topics and groups that start with kafka.topic_prefix (README: Secured clusters)")
 	}
 	var unknownCA x509.UnknownAuthorityError
 	var hostErr x509.HostnameError

@@ -433,6 +433,10 @@ func (a *App) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
 	defer cancel()
 	if err := a.clog.Ping(ctx); err != nil {
+		if refused, ok := errors.AsType[*kafkaclient.RefusedError](kafkaclient.Classify(err, a.cfg.Kafka.TLS.Enabled)); ok {
+			httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "%v", refused))
+			return
+		}
 		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "Kafka is not reachable"))
 		return
 	}
