@@ -52,10 +52,17 @@ func TestKafkaBrokerLoss(t *testing.T) {
 	if err != nil || td[tp.KafkaTopic].Err != nil {
 		t.Fatalf("describe %s: %v %v", tp.KafkaTopic, err, td[tp.KafkaTopic].Err)
 	}
+	victim := 0 // the leader of partition 0: its loss moves a leader under load
 	for _, p := range td[tp.KafkaTopic].Partitions {
 		if len(p.Replicas) != 3 {
 			t.Fatalf("partition %d has replicas %v, want 3", p.Partition, p.Replicas)
 		}
+		if p.Partition == 0 {
+			victim = int(p.Leader)
+		}
+	}
+	if victim < 1 || victim > 3 {
+		t.Fatalf("partition 0 leader %d, want a node 1..3", victim)
 	}
 	rc, err := adm.DescribeTopicConfigs(ctx, tp.KafkaTopic)
 	if err != nil {
@@ -143,8 +150,8 @@ func TestKafkaBrokerLoss(t *testing.T) {
 		t.Fatalf("before the kill: %d acknowledged, %d polled", a, p)
 	}
 	a0, _ := count()
-	t.Logf("killing broker node 2 after %d acknowledged messages", a0)
-	k.Kill(t, 2)
+	t.Logf("killing broker node %d (leader of partition 0) after %d acknowledged messages", victim, a0)
+	k.Kill(t, victim)
 	// Load goes on: publishes are acknowledged again after the stall.
 	if ok, _ := harness.PollUntil(30*time.Second, 50*time.Millisecond, func() bool { a, _ := count(); return a >= a0+300 }); !ok {
 		a, _ := count()
