@@ -24,6 +24,9 @@ import (
 // see at most a short stall.
 func TestKafkaBrokerLoss(t *testing.T) {
 	k := kafkatest.StartScript(t, 3, "sasl_ssl")
+	if len(k.Brokers) != 3 || len(k.Plaintext) != 3 {
+		t.Fatalf("scripts/kafka.sh brokers printed %v (plaintext %v), want three each", k.Brokers, k.Plaintext)
+	}
 	c := scriptCluster(k.Brokers)
 	secure := func(cfg *config.Config) {
 		cfg.Kafka.TLS = config.KafkaTLS{Enabled: true, CAFile: k.CAFile}

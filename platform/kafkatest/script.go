@@ -77,6 +77,9 @@ func StartScript(t testing.TB, nodes int, security string) *Script {
 		"MSGMESH_KAFKA_SASL_SSL_PORT="+strconv.Itoa(base+2*nodes),
 		"MSGMESH_KAFKA_DATA_DIR="+dir,
 		"MSGMESH_KAFKA_START_TIMEOUT=150",
+		// small heaps whatever the caller's environment says: several
+		// JVMs share a small test machine
+		"MSGMESH_KAFKA_HEAP=-Xms128m -Xmx384m",
 	)
 	t.Cleanup(func() {
 		if out, err := s.run("stop"); err != nil {
