@@ -98,7 +98,55 @@ type Kafka struct {
 	// RequestTimeout bounds admin requests and how long a publish may wait
 	// for Kafka before it answers 503; default 10s.
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+	// MinInsyncReplicas is the min.insync.replicas of every topic MsgMesh
+	// creates: with acks=all a write is acknowledged once that many
+	// replicas have it, and refused (503) while fewer are in sync. -1
+	// (default) leaves the broker's default.
+	MinInsyncReplicas int `mapstructure:"min_insync_replicas"`
+	// TLS encrypts the connections to the brokers.
+	TLS KafkaTLS `mapstructure:"tls"`
+	// SASL authenticates to the brokers.
+	SASL KafkaSASL `mapstructure:"sasl"`
 }
+
+// KafkaTLS configures TLS to the brokers (a SSL or SASL_SSL listener).
+type KafkaTLS struct {
+	// Enabled turns TLS on; default false (plaintext). The other keys
+	// only matter when it is true.
+	Enabled bool `mapstructure:"enabled"`
+	// CAFile is a PEM file of the CAs that sign the brokers' certificates;
+	// empty trusts the system's roots (managed clusters).
+	CAFile string `mapstructure:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key for
+	// mutual TLS (ssl.client.auth); both or neither.
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+	// ServerName is the name checked in the brokers' certificates; empty
+	// uses the host of each broker address.
+	ServerName string `mapstructure:"server_name"`
+}
+
+// KafkaSASL configures SASL authentication to the brokers.
+type KafkaSASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER;
+	// empty (default) disables SASL.
+	Mechanism string `mapstructure:"mechanism"`
+	// Username is the SASL user (PLAIN, SCRAM); with OAUTHBEARER an
+	// optional authorization id.
+	Username string `mapstructure:"username"`
+	// Password is the user's password (PLAIN, SCRAM) or, with
+	// OAUTHBEARER, the bearer token. Never logged; masked by
+	// --verify-config.
+	Password string `mapstructure:"password"`
+}
+
+// SASL mechanism names accepted by kafka.sasl.mechanism (Kafka's own).
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+	SASLOAuthBearer = "OAUTHBEARER"
+)
 
 // Topics configures tenant topics.
 type Topics struct {
@@ -354,6 +402,7 @@ func Defaults() Config {
 			EmbeddedAddr:      "127.0.0.1:9092",
 			TopicPrefix:       "msgmesh",
 			ReplicationFactor: -1,
+			MinInsyncReplicas: -1,
 			ClientID:          "msgmesh",
 			RequestTimeout:    10 * time.Second,
 		},

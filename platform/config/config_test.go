@@ -73,3 +73,40 @@ func TestValidateOrderStable(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", first, want)
 	}
 }
+
+func TestValidateKafkaSecurity(t *testing.T) {
+	for name, tc := range map[string]struct {
+		edit func(*Kafka)
+		want string // "" = valid
+	}{
+		"scram":            {func(k *Kafka) { k.SASL = KafkaSASL{Mechanism: SASLScramSHA256, Username: "u", Password: "p"} }, ""},
+		"oauth token":      {func(k *Kafka) { k.SASL = KafkaSASL{Mechanism: SASLOAuthBearer, Password: "tok"} }, ""},
+		"oauth no token":   {func(k *Kafka) { k.SASL = KafkaSASL{Mechanism: SASLOAuthBearer} }, "kafka.sasl.password"},
+		"plain no user":    {func(k *Kafka) { k.SASL = KafkaSASL{Mechanism: SASLPlain, Password: "p"} }, "kafka.sasl.username"},
+		"lower case":       {func(k *Kafka) { k.SASL = KafkaSASL{Mechanism: "plain", Username: "u", Password: "p"} }, "kafka.sasl.mechanism"},
+		"user no mech":     {func(k *Kafka) { k.SASL.Username = "u" }, "kafka.sasl.mechanism"},
+		"ca without tls":   {func(k *Kafka) { k.TLS.CAFile = "/x" }, "kafka.tls.ca_file"},
+		"missing ca":       {func(k *Kafka) { k.TLS = KafkaTLS{Enabled: true, CAFile: "/nonexistent/ca.pem"} }, "kafka.tls.ca_file"},
+		"cert without key": {func(k *Kafka) { k.TLS = KafkaTLS{Enabled: true, CertFile: "/etc/hostname"} }, "kafka.tls.cert_file"},
+		"embedded tls":     {func(k *Kafka) { k.Brokers = nil; k.TLS.Enabled = true }, "kafka.tls.enabled"},
+		"isr over rf":      {func(k *Kafka) { k.ReplicationFactor, k.MinInsyncReplicas = 1, 2 }, "kafka.min_insync_replicas"},
+		"isr zero":         {func(k *Kafka) { k.MinInsyncReplicas = 0 }, "kafka.min_insync_replicas"},
+		"isr 2 of 3":       {func(k *Kafka) { k.ReplicationFactor, k.MinInsyncReplicas = 3, 2 }, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			k := Defaults().Kafka
+			k.Brokers = []string{"127.0.0.1:9092"}
+			tc.edit(&k)
+			err := k.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error naming %s, got %v", tc.want, err)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -221,8 +222,65 @@ func (k Kafka) Validate() error {
 	if k.ReplicationFactor == 0 || k.ReplicationFactor < -1 || k.ReplicationFactor > 32767 {
 		p.add("kafka.replication_factor", "want -1 (broker default) or 1..32767, got %d", k.ReplicationFactor)
 	}
+	if k.MinInsyncReplicas == 0 || k.MinInsyncReplicas < -1 || k.MinInsyncReplicas > 32767 {
+		p.add("kafka.min_insync_replicas", "want -1 (broker default) or 1..32767, got %d", k.MinInsyncReplicas)
+	} else if k.MinInsyncReplicas > 0 && k.ReplicationFactor > 0 && k.MinInsyncReplicas > k.ReplicationFactor {
+		p.add("kafka.min_insync_replicas", "want at most kafka.replication_factor (%d), got %d: no write could be acknowledged", k.ReplicationFactor, k.MinInsyncReplicas)
+	}
 	positive(&p, map[string]time.Duration{"kafka.request_timeout": k.RequestTimeout})
+	k.validateSecurity(&p)
 	return p.err()
+}
+
+// validateSecurity checks kafka.tls.* and kafka.sasl.*.
+func (k Kafka) validateSecurity(p *problems) {
+	t, s := k.TLS, k.SASL
+	embedded := len(k.Brokers) == 0
+	if embedded && t.Enabled {
+		p.add("kafka.tls.enabled", "the embedded broker serves plaintext only; set kafka.brokers to use TLS")
+	}
+	if embedded && s.Mechanism != "" {
+		p.add("kafka.sasl.mechanism", "the embedded broker does not authenticate; set kafka.brokers to use SASL")
+	}
+	if !t.Enabled {
+		for key, v := range map[string]string{"kafka.tls.ca_file": t.CAFile, "kafka.tls.cert_file": t.CertFile,
+			"kafka.tls.key_file": t.KeyFile, "kafka.tls.server_name": t.ServerName} {
+			if v != "" {
+				p.add(key, "is set but kafka.tls.enabled is false (set it to true to use TLS)")
+			}
+		}
+	} else {
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			p.add("kafka.tls.cert_file", "kafka.tls.cert_file and kafka.tls.key_file go together (mutual TLS): set both or neither")
+		}
+		for key, f := range map[string]string{"kafka.tls.ca_file": t.CAFile, "kafka.tls.cert_file": t.CertFile, "kafka.tls.key_file": t.KeyFile} {
+			if f == "" {
+				continue
+			}
+			if _, err := os.Stat(f); err != nil {
+				p.add(key, "cannot read %s: %v", f, errors.Unwrap(err))
+			}
+		}
+	}
+	switch s.Mechanism {
+	case "":
+		if s.Username != "" || s.Password != "" {
+			p.add("kafka.sasl.mechanism", "kafka.sasl.username or password is set but no mechanism: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
+		}
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if s.Username == "" {
+			p.add("kafka.sasl.username", "must be set with kafka.sasl.mechanism %s", s.Mechanism)
+		}
+		if s.Password == "" {
+			p.add("kafka.sasl.password", "must be set with kafka.sasl.mechanism %s", s.Mechanism)
+		}
+	case SASLOAuthBearer:
+		if s.Password == "" {
+			p.add("kafka.sasl.password", "must hold the bearer token with kafka.sasl.mechanism OAUTHBEARER")
+		}
+	default:
+		p.add("kafka.sasl.mechanism", "want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (Kafka's names, upper case), got %q", s.Mechanism)
+	}
 }
 
 // Validate checks topics.*.

@@ -29,6 +29,9 @@ type Config struct {
 	// ReplicationFactor of the control topic when it is created; -1 uses
 	// the broker default.
 	ReplicationFactor int16
+	// MinInsyncReplicas is the control topic's min.insync.replicas when it
+	// is created; 0 or -1 uses the broker default.
+	MinInsyncReplicas int16
 	// Wrapper seals the secrets events carry (signing seeds, webhook
 	// secrets) and opens them when they are applied (secrets.go). Without
 	// one the log can neither write nor read sealed secrets.
@@ -144,8 +147,12 @@ func (l *Log) retry(ctx context.Context, b *backoff.ExponentialBackOff, what str
 func (l *Log) ensureTopic(ctx context.Context) error {
 	retention := "-1"
 	cleanup := "delete"
-	resp, err := l.adm.CreateTopic(ctx, 1, l.cfg.ReplicationFactor,
-		map[string]*string{"retention.ms": &retention, "cleanup.policy": &cleanup}, l.cfg.Topic)
+	configs := map[string]*string{"retention.ms": &retention, "cleanup.policy": &cleanup}
+	if l.cfg.MinInsyncReplicas > 0 {
+		isr := strconv.Itoa(int(l.cfg.MinInsyncReplicas))
+		configs["min.insync.replicas"] = &isr
+	}
+	resp, err := l.adm.CreateTopic(ctx, 1, l.cfg.ReplicationFactor, configs, l.cfg.Topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -75,6 +75,9 @@ type Config struct {
 	// ReplicationFactor of the usage topic when New creates it; -1 (or 0)
 	// uses the broker default.
 	ReplicationFactor int16
+	// MinInsyncReplicas of the usage topic when New creates it; 0 or -1 uses the
+	// broker default.
+	MinInsyncReplicas int16
 	// NodeID names this process in usage keys; empty picks a random one
 	// (recommended). It must not contain "/". Two live processes must never
 	// share one; a restarted process may reuse its old id (its earlier count

@@ -43,8 +43,12 @@ func usageKey(month, tenant string) string { return month + "/" + tenant }
 func (l *Limiter) ensureTopic(ctx context.Context) error {
 	cleanup := "compact,delete"
 	retention := strconv.FormatInt(usageRetention.Milliseconds(), 10)
-	resp, err := l.adm.CreateTopic(ctx, 1, l.cfg.ReplicationFactor,
-		map[string]*string{"cleanup.policy": &cleanup, "retention.ms": &retention}, l.cfg.UsageTopic)
+	configs := map[string]*string{"cleanup.policy": &cleanup, "retention.ms": &retention}
+	if l.cfg.MinInsyncReplicas > 0 {
+		isr := strconv.Itoa(int(l.cfg.MinInsyncReplicas))
+		configs["min.insync.replicas"] = &isr
+	}
+	resp, err := l.adm.CreateTopic(ctx, 1, l.cfg.ReplicationFactor, configs, l.cfg.UsageTopic)
 	if err == nil {
 		err = resp.Err
 	}

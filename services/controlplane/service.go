@@ -255,10 +255,14 @@ func (s *Service) EnsureKafkaTopic(ctx context.Context, t controlstate.Topic) er
 	// payload of exactly publish.max_message_bytes once key and headers
 	// are added: raise it to what the producer may send.
 	maxMessage := strconv.Itoa(s.cfg.Publish.RecordBatchBytes())
+	configs := map[string]*string{"retention.ms": &retention, "max.message.bytes": &maxMessage}
+	if n := s.cfg.Kafka.MinInsyncReplicas; n > 0 {
+		isr := strconv.Itoa(n)
+		configs["min.insync.replicas"] = &isr
+	}
 	deadline := time.Now().Add(s.cfg.Kafka.RequestTimeout)
 	for {
-		resp, err := s.adm.CreateTopic(ctx, t.Partitions, int16(s.cfg.Kafka.ReplicationFactor),
-			map[string]*string{"retention.ms": &retention, "max.message.bytes": &maxMessage}, t.KafkaTopic)
+		resp, err := s.adm.CreateTopic(ctx, t.Partitions, int16(s.cfg.Kafka.ReplicationFactor), configs, t.KafkaTopic)
 		if err == nil {
 			err = resp.Err
 		}

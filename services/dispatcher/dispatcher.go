@@ -55,6 +55,8 @@ type Config struct {
 	// TopicPrefix is kafka.topic_prefix.
 	TopicPrefix       string
 	ReplicationFactor int16
+	// MinInsyncReplicas of the topics it makes; 0 or -1 = broker default.
+	MinInsyncReplicas int16
 	// RequestTimeout bounds Kafka produces and admin calls.
 	RequestTimeout time.Duration
 	// MaxRecordBytes is the largest record produced (retry and dead-letter
@@ -504,7 +506,9 @@ func instanceID() string {
 
 // TopicSpec is how the dispatcher makes retry and dead-letter topics.
 func (d *Dispatcher) TopicSpec() TopicSpec {
-	return SpecOf(d.cfg.Webhooks, d.cfg.ReplicationFactor, d.cfg.MaxRecordBytes)
+	spec := SpecOf(d.cfg.Webhooks, d.cfg.ReplicationFactor, d.cfg.MaxRecordBytes)
+	spec.MinInsyncReplicas = d.cfg.MinInsyncReplicas
+	return spec
 }
 
 // SpecOf is the TopicSpec for cfg.

@@ -55,6 +55,8 @@ type TopicSpec struct {
 	RetryPartitions   int32
 	DLQPartitions     int32
 	ReplicationFactor int16
+	// MinInsyncReplicas is their min.insync.replicas; 0 or -1 = broker default.
+	MinInsyncReplicas int16
 	// Retention is the retention.ms of both (the dead letters' 30 days,
 	// whatever the tenant's plan).
 	Retention time.Duration
@@ -76,6 +78,11 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string,
 	retention := strconv.FormatInt(spec.Retention.Milliseconds(), 10)
 	maxMessage := strconv.Itoa(spec.MaxMessageBytes)
 	cfg := map[string]*string{"retention.ms": &retention, "max.message.bytes": &maxMessage}
+	var isr *string
+	if spec.MinInsyncReplicas > 0 {
+		v := strconv.Itoa(int(spec.MinInsyncReplicas))
+		isr, cfg["min.insync.replicas"] = &v, &v
+	}
 	for topic, parts := range map[string]int32{n.RetryTopic(tenant): spec.RetryPartitions, n.DLQTopic(tenant): spec.DLQPartitions} {
 		resp, err := adm.CreateTopic(ctx, parts, spec.ReplicationFactor, cfg, topic)
 		if err == nil {
@@ -91,8 +98,11 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string,
 	// One key per message in flight, deleted when it is done with.
 	compact, segment, tombstones := "compact", strconv.FormatInt(time.Hour.Milliseconds(), 10), strconv.FormatInt(time.Hour.Milliseconds(), 10)
 	topic := n.AttemptsTopic(tenant)
-	resp, err := adm.CreateTopic(ctx, 1, spec.ReplicationFactor,
-		map[string]*string{"cleanup.policy": &compact, "segment.ms": &segment, "delete.retention.ms": &tombstones}, topic)
+	attemptsCfg := map[string]*string{"cleanup.policy": &compact, "segment.ms": &segment, "delete.retention.ms": &tombstones}
+	if isr != nil {
+		attemptsCfg["min.insync.replicas"] = isr
+	}
+	resp, err := adm.CreateTopic(ctx, 1, spec.ReplicationFactor, attemptsCfg, topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -355,3 +355,51 @@ func TestGenkey(t *testing.T) {
 		}
 	}
 }
+
+// kafka.tls.* and kafka.sasl.* come from the environment like every
+// setting; the SASL password is masked by --verify-config.
+func TestVerifyConfigKafkaSecurity(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("placeholder"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const password = "s3cr3t-kafka-password"
+	t.Setenv("MSGMESH_KAFKA_BROKERS", "kafka-1:9096,kafka-2:9096")
+	t.Setenv("MSGMESH_KAFKA_TLS_ENABLED", "true")
+	t.Setenv("MSGMESH_KAFKA_TLS_CA_FILE", ca)
+	t.Setenv("MSGMESH_KAFKA_TLS_SERVER_NAME", "kafka.example.com")
+	t.Setenv("MSGMESH_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
+	t.Setenv("MSGMESH_KAFKA_SASL_USERNAME", "msgmesh")
+	t.Setenv("MSGMESH_KAFKA_SASL_PASSWORD", password)
+	t.Setenv("MSGMESH_KAFKA_MIN_INSYNC_REPLICAS", "2")
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--verify-config"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String()+errb.String(), password) {
+		t.Fatalf("password printed:\n%s", out.String())
+	}
+	for _, want := range []string{"kafka.sasl.password = (set)", "kafka.sasl.mechanism = SCRAM-SHA-512", "kafka.sasl.username = msgmesh",
+		"kafka.tls.enabled = true", "kafka.tls.ca_file = " + ca, "kafka.tls.server_name = kafka.example.com", "kafka.min_insync_replicas = 2"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--verify-config lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	t.Setenv("MSGMESH_KAFKA_SASL_MECHANISM", "scram")
+	t.Setenv("MSGMESH_KAFKA_TLS_CERT_FILE", ca)
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"serve", "--verify-config"}, &out, &errb); code != 2 {
+		t.Fatalf("exit %d, want 2: %s", code, out.String())
+	}
+	for _, want := range []string{`kafka.sasl.mechanism (MSGMESH_KAFKA_SASL_MECHANISM): want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER`,
+		"kafka.tls.cert_file (MSGMESH_KAFKA_TLS_CERT_FILE): kafka.tls.cert_file and kafka.tls.key_file go together"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	if strings.Contains(errb.String(), password) {
+		t.Fatalf("password printed in errors:\n%s", errb.String())
+	}
+}

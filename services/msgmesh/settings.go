@@ -79,6 +79,7 @@ var envNotSettings = map[string]bool{
 	// scripts/kafka.sh, scripts/deps.sh and the browser tests
 	"MSGMESH_KAFKA_HOME": true, "MSGMESH_KAFKA_PORT": true, "MSGMESH_KAFKA_CONTROLLER_PORT": true,
 	"MSGMESH_KAFKA_DATA_DIR": true, "MSGMESH_KAFKA_START_TIMEOUT": true, "MSGMESH_KAFKA_HEAP": true,
+	"MSGMESH_KAFKA_NODES": true, "MSGMESH_KAFKA_SECURITY": true, "MSGMESH_KAFKA_SASL_SSL_PORT": true,
 	"MSGMESH_CACHE_DIR": true, "MSGMESH_CHROMIUM": true,
 }
 
@@ -230,7 +231,7 @@ func describe(c config.Config) string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		val := config.FormatValue(m[k])
-		if (strings.HasSuffix(k, "_key") || k == "secrets.key") && val != "" && val != "[]" {
+		if (strings.HasSuffix(k, "_key") || k == "secrets.key" || strings.HasSuffix(k, "password")) && val != "" && val != "[]" {
 			val = "(set)"
 		}
 		fmt.Fprintf(&b, "  %s = %s\n", k, val)

@@ -113,8 +113,9 @@ func (a *App) setupWebhookAPI(cp *controlplane.Service) error {
 	if err != nil {
 		return err
 	}
-	cp.SetWebhooks(func() *ssrf.Guard { return parts.guard }, parts.dl,
-		dispatcher.SpecOf(a.cfg.Webhooks, int16(a.cfg.Kafka.ReplicationFactor), a.maxRecordBytes()))
+	spec := dispatcher.SpecOf(a.cfg.Webhooks, int16(a.cfg.Kafka.ReplicationFactor), a.maxRecordBytes())
+	spec.MinInsyncReplicas = int16(a.cfg.Kafka.MinInsyncReplicas)
+	cp.SetWebhooks(func() *ssrf.Guard { return parts.guard }, parts.dl, spec)
 	return nil
 }
 
@@ -128,6 +129,7 @@ func (a *App) initDispatcher(ctx context.Context) error {
 		Webhooks:          a.cfg.Webhooks,
 		TopicPrefix:       a.cfg.Kafka.TopicPrefix,
 		ReplicationFactor: int16(a.cfg.Kafka.ReplicationFactor),
+		MinInsyncReplicas: int16(a.cfg.Kafka.MinInsyncReplicas),
 		RequestTimeout:    a.cfg.Kafka.RequestTimeout,
 		MaxRecordBytes:    a.maxRecordBytes(),
 		State:             a.clog.State(),

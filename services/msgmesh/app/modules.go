@@ -31,6 +31,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/embedkafka"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/keyring"
 	"github.com/msgmesh/msgmesh/platform/limits"
 	"github.com/msgmesh/msgmesh/platform/logging"
@@ -120,6 +121,8 @@ type App struct {
 	services []service
 	// pending holds readiness back until set false (bootstrap done).
 	pending atomic.Bool
+	// kafkaRefused is why the brokers refused MsgMesh at startup, if so.
+	kafkaRefused atomic.Pointer[error]
 	// bootstrapErr is the last bootstrap failure while it is retried.
 	bootstrapErr atomic.Pointer[error]
 	clock        atomic.Pointer[func() time.Time]
@@ -203,8 +206,15 @@ func (a *App) initKafka(ctx context.Context) error {
 		brokers = b.Addrs()
 		a.add(service{name: "embedded broker", stop: func(context.Context) { b.Close() }})
 	}
-	a.clientOpts = []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(a.cfg.Kafka.ClientID),
-		kgo.RequestTimeoutOverhead(a.cfg.Kafka.RequestTimeout)}
+	// The one place client options are made: every Kafka client of the
+	// process (admin, control log, limits, gateway, poll groups,
+	// realtime, dispatcher) starts from a.clientOpts, so TLS and SASL
+	// reach all of them.
+	opts, err := kafkaclient.Options(a.cfg.Kafka, brokers)
+	if err != nil {
+		return err
+	}
+	a.clientOpts = opts
 	cl, err := kgo.NewClient(a.clientOpts...)
 	if err != nil {
 		return err
@@ -212,7 +222,42 @@ func (a *App) initKafka(ctx context.Context) error {
 	a.admClient, a.adm = cl, kadm.NewClient(cl)
 	a.adm.SetTimeoutMillis(int32(a.cfg.Kafka.RequestTimeout.Milliseconds()))
 	a.add(service{name: "kafka admin", stop: func(context.Context) { cl.Close() }})
+	a.add(service{name: "kafka", run: a.checkKafka})
 	return nil
+}
+
+// checkKafka asks the brokers for metadata until they answer. Brokers that
+// refuse MsgMesh (wrong password, untrusted certificate, plaintext vs TLS
+// listener, missing ACL on the control topic) end the process at once
+// with the cause and the setting to fix, since retrying cannot help;
+// unreachable brokers are retried (readiness and the control log report
+// them). Refusals that start later (a rotated password) do not end the
+// process: /readyz and the log name them.
+func (a *App) checkKafka(ctx context.Context) error {
+	topic := names.Mapper{Prefix: a.cfg.Kafka.TopicPrefix}.ControlTopic()
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 250*time.Millisecond, 10*time.Second, 0
+	b.Reset()
+	timeout := min(a.cfg.Kafka.RequestTimeout, 5*time.Second)
+	for {
+		err := kafkaclient.Check(ctx, a.clientOpts, a.cfg.Kafka.TLS.Enabled, topic, timeout)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if _, ok := errors.AsType[*kafkaclient.RefusedError](err); ok {
+			a.log.Error("kafka refused the connection; stopping", "brokers", strings.Join(a.cfg.Kafka.Brokers, ","), "err", err)
+			a.kafkaRefused.Store(&err)
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(b.NextBackOff()):
+		}
+	}
 }
 
 func (a *App) initControlLog(ctx context.Context) error {
@@ -229,6 +274,7 @@ func (a *App) initControlLog(ctx context.Context) error {
 		Topic:             names.Mapper{Prefix: a.cfg.Kafka.TopicPrefix}.ControlTopic(),
 		ClientOpts:        a.clientOpts,
 		ReplicationFactor: int16(a.cfg.Kafka.ReplicationFactor),
+		MinInsyncReplicas: int16(a.cfg.Kafka.MinInsyncReplicas),
 		Logger:            a.log.With("component", "controllog"),
 		Registerer:        a.reg,
 	})
@@ -248,6 +294,7 @@ func (a *App) initLimits(ctx context.Context) error {
 		ClientOpts:        a.clientOpts,
 		UsageTopic:        names.Mapper{Prefix: a.cfg.Kafka.TopicPrefix}.UsageTopic(),
 		ReplicationFactor: int16(a.cfg.Kafka.ReplicationFactor),
+		MinInsyncReplicas: int16(a.cfg.Kafka.MinInsyncReplicas),
 		Now:               a.now,
 		Logger:            a.log.With("component", "limits"),
 		Registerer:        a.reg,
@@ -377,6 +424,10 @@ func (a *App) initServer(ctx context.Context) error {
 func (a *App) readyz(c *gin.Context) {
 	if !a.ready() {
 		if err := a.kafkaErr(); err != nil {
+			if refused, ok := errors.AsType[*kafkaclient.RefusedError](kafkaclient.Classify(err, a.cfg.Kafka.TLS.Enabled)); ok {
+				httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "%v", refused))
+				return
+			}
 			httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "Kafka is not reachable (retrying): %v", err))
 			return
 		}
@@ -390,6 +441,10 @@ func (a *App) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
 	defer cancel()
 	if err := a.clog.Ping(ctx); err != nil {
+		if refused, ok := errors.AsType[*kafkaclient.RefusedError](kafkaclient.Classify(err, a.cfg.Kafka.TLS.Enabled)); ok {
+			httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "%v", refused))
+			return
+		}
 		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "Kafka is not reachable"))
 		return
 	}
@@ -399,6 +454,9 @@ func (a *App) readyz(c *gin.Context) {
 // kafkaErr is why the control log or the usage topic could not be read
 // yet, or nil.
 func (a *App) kafkaErr() error {
+	if p := a.kafkaRefused.Load(); p != nil {
+		return *p
+	}
 	if a.clog != nil && !a.clog.Ready() {
 		if err := a.clog.KafkaErr(); err != nil {
 			return err
