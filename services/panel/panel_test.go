@@ -2,9 +2,9 @@ package panel
 
 import (
 	"context"
-	"io"
 	"crypto/rand"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
