@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/config"
@@ -34,6 +35,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/limits"
 	"github.com/msgmesh/msgmesh/platform/logging"
 	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/platform/tracing"
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
 	"github.com/msgmesh/msgmesh/services/mcp"
@@ -109,6 +111,7 @@ type App struct {
 	wh         *webhookParts // dispatcher.go
 	mcp        *mcp.Server   // mcp.go
 	authn      *auth.Authenticator
+	tracer     *tracing.Tracer // nil: tracing off
 
 	services []service
 	// pending holds readiness back until set false (bootstrap done).
@@ -157,19 +160,51 @@ func Resolve(targets []string) ([]string, error) {
 	return order, nil
 }
 
+// Option adjusts how New builds an App.
+type Option func(*options)
+
+type options struct {
+	tracerProvider trace.TracerProvider
+}
+
+// WithTracerProvider makes the App's spans with tp, whatever
+// tracing.enabled says (tests pass an in-process span recorder's
+// provider); tp is not shut down by the App.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider = tp }
+}
+
 // New builds every module the targets need (starting the embedded
 // broker and catching up with the control log). Call Run, then it stops
 // on ctx cancellation.
-func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Logger) (*App, error) {
+func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Logger, opts ...Option) (*App, error) {
 	mods, err := Resolve(targets)
 	if err != nil {
 		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
 	// Repeated warnings (a fetch error in a tight loop) are logged once per
 	// interval with a count, whoever set up the logger.
 	log = slog.New(logging.LimitRepeats(log.Handler(), logging.DefaultRepeatInterval))
 	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry(), targets: targets}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.tracerProvider != nil {
+		a.tracer = tracing.NewWithProvider(o.tracerProvider)
+	} else if a.tracer, err = tracing.New(ctx, cfg.Tracing); err != nil {
+		return nil, err
+	} else if a.tracer != nil {
+		// Added first, so stopped last: spans of the final deliveries are
+		// flushed to the collector.
+		t := a.tracer
+		a.add(service{name: "tracing", stop: func(ctx context.Context) {
+			if err := t.Shutdown(ctx); err != nil {
+				a.log.Warn("tracing: flushing spans at exit failed", "err", err)
+			}
+		}})
+	}
 	inits := map[string]func(context.Context) error{
 		modKafka: a.initKafka, modControlLog: a.initControlLog, modLimits: a.initLimits, modServer: a.initServer,
 		ControlPlane: a.initControlPlane, Gateway: a.initGateway, Realtime: a.initRealtime, Dispatcher: a.initDispatcher, All: func(context.Context) error { return nil },
@@ -477,6 +512,7 @@ func (a *App) initGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.SetTracer(a.tracer)
 	a.clog.OnApply(g.OnControlEvent)
 	g.Routes(a.api)
 	// Long polls end at once when shutdown begins, not after their wait_ms.
@@ -498,6 +534,7 @@ func (a *App) initRealtime(ctx context.Context) error {
 		Now:            a.now,
 		Logger:         a.log.With("component", "realtime"),
 		Registerer:     a.reg,
+		Tracer:         a.tracer,
 	})
 	if err != nil {
 		return err
