@@ -205,6 +205,9 @@ func New(cfg Config) (*Dispatcher, error) {
 			Help: "Messages dead-lettered by webhooks."}),
 	}
 	d.SetGuard(cfg.Guard)
+	for o := Delivered; o <= Refused; o++ {
+		d.attempts.WithLabelValues(o.String()) // every outcome's series exists from the start
+	}
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{d.attempts, d.deadLetters} {
 			if err := cfg.Registerer.Register(c); err != nil {

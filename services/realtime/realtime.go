@@ -156,6 +156,19 @@ func New(cfg Config) (*Service, error) {
 			misplaced:   prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_realtime_room_misplaced_records_total", Help: "Records keyed with a subscribed room but stored on another partition than the room's (produced with another partitioner than murmur2, e.g. kcat's default): room subscriptions do not receive them."}),
 		},
 	}
+	// Series for every transport and action exist from the start, so that
+	// rate() and increase() in dashboards and alerts see the first event
+	// (deployments/prometheus).
+	for _, tr := range []string{"sse", "ws"} {
+		s.metrics.subscribers.WithLabelValues(tr)
+		s.metrics.sent.WithLabelValues(tr)
+	}
+	for _, a := range []string{"catchup", "disconnect", "catchup_busy"} {
+		s.metrics.slow.WithLabelValues(a)
+	}
+	for _, r := range []string{ReasonEpoch, ReasonRetention, ReasonWindowRecords, ReasonWindowAge} {
+		s.metrics.resyncs.WithLabelValues(r)
+	}
 	if cfg.Registerer != nil {
 		m := s.metrics
 		for _, c := range []prometheus.Collector{m.subscribers, m.sent, m.resyncs, m.slow, m.hubs, m.catchup, m.closed, m.misplaced} {
