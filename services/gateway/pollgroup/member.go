@@ -81,15 +81,15 @@ type member struct {
 func newMember(mg *Manager, key Key) (*member, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{
-		key:    key,
-		mgr:    mg,
-		log:    mg.log.With("group", key.Group, "topic", key.Topic, "consumer", key.Consumer),
-		op:     newOpLock(),
-		ctx:    ctx,
-		cancel: cancel,
-		owned:  make(map[int32]bool),
-		gen:    make(map[int32]uint64),
-		served: make(map[int32]int64),
+		key:     key,
+		mgr:     mg,
+		log:     mg.log.With("group", key.Group, "topic", key.Topic, "consumer", key.Consumer),
+		op:      newOpLock(),
+		ctx:     ctx,
+		cancel:  cancel,
+		owned:   make(map[int32]bool),
+		gen:     make(map[int32]uint64),
+		served:  make(map[int32]int64),
 		hw:      make(map[int32]int64),
 		fetched: make(map[int32]int64),
 
