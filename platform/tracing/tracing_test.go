@@ -87,3 +87,24 @@ func TestNewEnabled(t *testing.T) {
 	cancel()
 	_ = tr.Shutdown(ctx)
 }
+
+// The per-record cost of a delivery span, off (nil Tracer) and on (a
+// sampled record, recorded spans exported nowhere): docs/benchmarks.md.
+func BenchmarkDelivery(b *testing.B) {
+	hs := []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")},
+		{Key: HeaderTraceparent, Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}}
+	run := func(b *testing.B, tr *Tracer) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			if tr.Traced(hs) {
+				_, span, _ := tr.StartDelivery(ctx, hs, 1, 42, Delivery{Op: OpSSE, Topic: "orders"})
+				EndDelivery(span, nil)
+			}
+		}
+	}
+	b.Run("off", func(b *testing.B) { run(b, nil) })
+	b.Run("on", func(b *testing.B) {
+		run(b, NewWithProvider(sdktrace.NewTracerProvider())) // recording spans, exported nowhere
+	})
+}
