@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/msgmesh/msgmesh/integration/harness"
+	"github.com/msgmesh/msgmesh/platform/config"
 )
 
 // query is one PromQL expression of the dashboard or the alert rules.
@@ -207,7 +208,11 @@ func TestDashboardAndAlertQueriesMatchMetrics(t *testing.T) {
 
 	c := harness.NewCluster(t)
 	rc := harness.NewReceiver(t)
-	n := c.Start(t, harness.WebhookConfig(t, rc, 2, 2*time.Second, 50*time.Millisecond))
+	webhooks := harness.WebhookConfig(t, rc, 2, 2*time.Second, 50*time.Millisecond)
+	n := c.Start(t, func(cfg *config.Config) {
+		webhooks(cfg)
+		cfg.Metrics.GroupLagInterval = time.Second
+	})
 	key := c.AdminKey
 	harness.CreateTopic(t, n.URL, key, "observed", 1)
 	harness.CreateTopic(t, n.URL, key, "gone", 1)
@@ -256,7 +261,7 @@ func TestDashboardAndAlertQueriesMatchMetrics(t *testing.T) {
 
 	var missing []string
 	ok, _ := harness.PollUntil(60*time.Second, 200*time.Millisecond, func() bool {
-		// A poll consumer exists while the check runs (its lag is a series).
+		// A poll group with a consumer (its lag is a series).
 		harness.Poll(t, n.URL, key, "observed", harness.PollReq{Group: "g1", WaitMs: 100})
 		served := scrape(t, n.URL)
 		missing = missing[:0]

@@ -34,6 +34,8 @@ type Config struct {
 	Secrets Secrets `mapstructure:"secrets"`
 	// Tracing configures OpenTelemetry traces (off by default).
 	Tracing Tracing `mapstructure:"tracing"`
+	// Metrics configures what /metrics measures beyond the counters.
+	Metrics Metrics `mapstructure:"metrics"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.
@@ -306,6 +308,14 @@ type Tracing struct {
 	ServiceName string `mapstructure:"service_name"`
 }
 
+// Metrics configures measurements served on /metrics.
+type Metrics struct {
+	// GroupLagInterval is how often a control plane process measures the
+	// Kafka lag of every consumer group under kafka.topic_prefix
+	// (msgmesh_group_lag_records); default 30s, 0 turns it off.
+	GroupLagInterval time.Duration `mapstructure:"group_lag_interval"`
+}
+
 // Limits holds per-plan limits, applied per tenant.
 type Limits struct {
 	Free PlanLimits `mapstructure:"free"`
@@ -406,6 +416,7 @@ func Defaults() Config {
 			SessionTimeout:  10 * time.Second,
 		},
 		Tracing: Tracing{SampleRatio: 1, ServiceName: "msgmesh"},
+		Metrics: Metrics{GroupLagInterval: 30 * time.Second},
 		Limits: Limits{
 			Free: PlanLimits{RequestsPerSecond: 100, MessagesPerSecond: 1000, MonthlyMessages: 1_000_000},
 			Paid: PlanLimits{RequestsPerSecond: 5000, MessagesPerSecond: 100_000, MonthlyMessages: 1_000_000_000},

@@ -96,7 +96,7 @@ func (c Config) Validate() error {
 	}
 	return SortErrors(p.err(), c.HTTP.Validate(), c.Log.Validate(), c.Kafka.Validate(), c.Topics.Validate(),
 		c.Publish.Validate(), c.Poll.Validate(), c.Tokens.Validate(), c.Limits.Validate(),
-		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate(), c.Tracing.Validate())
+		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate(), c.Tracing.Validate(), c.Metrics.Validate())
 }
 
 // Validate checks the tracing settings.
@@ -112,6 +112,15 @@ func (t Tracing) Validate() error {
 	}
 	if t.Enabled && t.ServiceName == "" {
 		p.add("tracing.service_name", "must be set when tracing is enabled")
+	}
+	return p.err()
+}
+
+// Validate checks the metrics settings.
+func (m Metrics) Validate() error {
+	var p problems
+	if m.GroupLagInterval != 0 && m.GroupLagInterval < time.Second {
+		p.add("metrics.group_lag_interval", "want 0 (off) or at least 1s, got %v", m.GroupLagInterval)
 	}
 	return p.err()
 }

@@ -69,8 +69,6 @@ type member struct {
 	buf      []*kgo.Record    // fetched, not yet handed out; front first
 	unacked  *Batch           // the outstanding batch: handed out, not acknowledged
 	served   map[int32]int64  // highest offset handed out since the partition was assigned
-	hw       map[int32]int64  // high watermark at the partition's last fetch
-	fetched  map[int32]int64  // offset after the last record fetched of the partition
 	out      *Batch           // the batch not yet resolved, if any
 	outSince time.Time        // when out was handed out
 
@@ -81,17 +79,15 @@ type member struct {
 func newMember(mg *Manager, key Key) (*member, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{
-		key:     key,
-		mgr:     mg,
-		log:     mg.log.With("group", key.Group, "topic", key.Topic, "consumer", key.Consumer),
-		op:      newOpLock(),
-		ctx:     ctx,
-		cancel:  cancel,
-		owned:   make(map[int32]bool),
-		gen:     make(map[int32]uint64),
-		served:  make(map[int32]int64),
-		hw:      make(map[int32]int64),
-		fetched: make(map[int32]int64),
+		key:    key,
+		mgr:    mg,
+		log:    mg.log.With("group", key.Group, "topic", key.Topic, "consumer", key.Consumer),
+		op:     newOpLock(),
+		ctx:    ctx,
+		cancel: cancel,
+		owned:  make(map[int32]bool),
+		gen:    make(map[int32]uint64),
+		served: make(map[int32]int64),
 
 		batchPrefix: newBatchPrefix(),
 	}
@@ -249,41 +245,13 @@ func (m *member) absorb(fs kgo.Fetches) {
 		}
 	})
 	var recs []*kgo.Record
+	fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+	if len(recs) == 0 {
+		return
+	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if p.Err != nil {
-			return
-		}
-		m.hw[p.Partition] = p.HighWatermark
-		if n := len(p.Records); n > 0 {
-			m.fetched[p.Partition] = p.Records[n-1].Offset + 1
-			recs = append(recs, p.Records...)
-		}
-	})
-	if len(recs) > 0 {
-		m.buf = append(m.buf, recs...)
-	}
-}
-
-// lag is how many records of the member's partitions its HTTP consumers
-// have not acknowledged yet, as of the last fetches: those Kafka holds
-// beyond the last record fetched, those buffered and the outstanding
-// batch (msgmesh_pollgroup_lag_records).
-func (m *member) lag() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var n int64
-	for p, hw := range m.hw {
-		if next, ok := m.fetched[p]; ok && hw > next {
-			n += hw - next
-		}
-	}
-	n += int64(len(m.buf))
-	if m.unacked != nil {
-		n += int64(len(m.unacked.Records))
-	}
-	return n
+	m.buf = append(m.buf, recs...)
+	m.mu.Unlock()
 }
 
 // take removes the next response from the front of the buffer: at most
@@ -518,8 +486,6 @@ func (m *member) drop(ps []int32, why string) {
 		gone[p] = true
 		delete(m.owned, p)
 		delete(m.served, p)
-		delete(m.hw, p)
-		delete(m.fetched, p)
 		m.gen[p]++
 	}
 	before := len(m.buf)

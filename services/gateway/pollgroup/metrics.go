@@ -56,32 +56,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// lagDesc describes msgmesh_pollgroup_lag_records.
-var lagDesc = prometheus.NewDesc("msgmesh_pollgroup_lag_records",
-	"Records of the partitions this process's members of a poll group hold that HTTP consumers have not acknowledged, as of the last fetch (Kafka's end offset minus what was fetched, plus buffered and outstanding records), by Kafka group.",
-	[]string{"group"}, nil)
-
-// lagCollector reports each group's lag at scrape time.
-type lagCollector struct{ mg *Manager }
-
-func (c lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- lagDesc }
-
-func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mg.mu.Lock()
-	members := make([]*member, 0, len(c.mg.members))
-	for _, m := range c.mg.members {
-		members = append(members, m)
-	}
-	c.mg.mu.Unlock()
-	byGroup := map[string]int64{}
-	for _, m := range members {
-		byGroup[m.key.Group] += m.lag()
-	}
-	for g, n := range byGroup {
-		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(n), g)
-	}
-}
-
 // kgoLogger forwards franz-go's log lines to slog: its Info as Debug (group
 // joins and rebalances are chatty with a thousand members), Warn and Error
 // as they are. franz-go never logs record contents.

@@ -71,7 +71,6 @@ type Manager struct {
 //	msgmesh_pollgroup_records_redelivered_total counter  records handed out again for want of an ack
 //	msgmesh_pollgroup_commits_total{kind,result} counter  offset commits (kind poll|explicit, result ok|error)
 //	msgmesh_pollgroup_expirations_total       counter  members closed for idleness
-//	msgmesh_pollgroup_lag_records{group}      gauge    records of the group's partitions held here not yet acknowledged
 //
 // Run must be running for idle members to expire; Close releases them all.
 func New(cfg Config) (*Manager, error) {
@@ -83,13 +82,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pollgroup: register metrics: %w", err)
 	}
-	mg := &Manager{cfg: cfg, log: cfg.Logger, met: met, members: make(map[Key]*member)}
-	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(lagCollector{mg}); err != nil {
-			return nil, fmt.Errorf("pollgroup: register metrics: %w", err)
-		}
-	}
-	return mg, nil
+	return &Manager{cfg: cfg, log: cfg.Logger, met: met, members: make(map[Key]*member)}, nil
 }
 
 // Run expires idle members (see Config.IdleTimeout) until ctx is done. It

@@ -31,6 +31,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/embedkafka"
+	"github.com/msgmesh/msgmesh/platform/grouplag"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/limits"
 	"github.com/msgmesh/msgmesh/platform/logging"
@@ -466,6 +467,13 @@ func (a *App) controlPlane() *controlplane.Service {
 func (a *App) initControlPlane(ctx context.Context) error {
 	cp := a.controlPlane()
 	cp.Routes(a.api)
+	if iv := a.cfg.Metrics.GroupLagInterval; iv > 0 {
+		lag := grouplag.New(a.adm, a.cfg.Kafka.TopicPrefix, iv, a.cfg.Kafka.RequestTimeout, a.log.With("component", "grouplag"))
+		if err := a.reg.Register(lag); err != nil {
+			return fmt.Errorf("group lag metrics: %w", err)
+		}
+		a.add(service{name: "group lag", run: lag.Run})
+	}
 	a.pending.Store(true)
 	a.add(service{name: "controlplane bootstrap", run: func(ctx context.Context) error {
 		if err := a.clog.WaitReady(ctx); err != nil {
