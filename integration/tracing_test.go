@@ -180,7 +180,7 @@ func waitSpan(t *testing.T, sr *tracetest.SpanRecorder, match func(sdktrace.Read
 
 func hasAttr(s sdktrace.ReadOnlySpan, key, value string) bool {
 	for _, a := range s.Attributes() {
-		if string(a.Key) == key && a.Value.Emit() == value {
+		if string(a.Key) == key && a.Value.String() == value {
 			return true
 		}
 	}
