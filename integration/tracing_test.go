@@ -2,7 +2,9 @@ package integration
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +133,38 @@ func TestTracingOffLeavesHeadersAlone(t *testing.T) {
 	d := waitDeliveries(t, rc, "/untraced", 1, 30*time.Second)
 	if h := d[0].Header.Get("traceparent"); h != "" {
 		t.Fatalf("webhook POST has traceparent %q with tracing off", h)
+	}
+}
+
+// With tracing.enabled the spans reach an OTLP/HTTP collector at
+// tracing.otlp_endpoint (its path /v1/traces added), flushed at shutdown
+// at the latest.
+func TestTracingExportsOverOTLP(t *testing.T) {
+	got := make(chan string, 16)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if len(body) > 0 {
+			got <- r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type")
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	c := harness.NewCluster(t)
+	n := c.Start(t, func(cfg *config.Config) {
+		cfg.Tracing = config.Tracing{Enabled: true, OTLPEndpoint: collector.URL, SampleRatio: 1, ServiceName: "msgmesh-test"}
+	})
+	harness.CreateTopic(t, n.URL, c.AdminKey, "exported", 1)
+	harness.Must(t, n.URL, "POST", "/v1/topics/exported/messages", c.AdminKey, map[string]any{"data": 1}, http.StatusOK)
+	if err := n.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	select {
+	case req := <-got:
+		if req != "POST /v1/traces application/x-protobuf" {
+			t.Fatalf("collector got %q, want POST /v1/traces application/x-protobuf", req)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no spans reached the collector")
 	}
 }
 
