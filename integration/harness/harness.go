@@ -99,6 +99,12 @@ type Node struct {
 // stopped when t ends (if not before).
 func (c *Cluster) Start(t testing.TB, mutate func(*config.Config), targets ...string) *Node {
 	t.Helper()
+	return c.StartWith(t, mutate, nil, targets...)
+}
+
+// StartWith is Start with app options (e.g. app.WithTracerProvider).
+func (c *Cluster) StartWith(t testing.TB, mutate func(*config.Config), opts []app.Option, targets ...string) *Node {
+	t.Helper()
 	cfg := c.Config(t)
 	if mutate != nil {
 		mutate(&cfg)
@@ -112,7 +118,7 @@ func (c *Cluster) Start(t testing.TB, mutate func(*config.Config), targets ...st
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithCancel(context.Background())
 	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
-	a, err := app.New(sctx, cfg, targets, log)
+	a, err := app.New(sctx, cfg, targets, log, opts...)
 	scancel()
 	if err != nil {
 		cancel()

@@ -36,6 +36,10 @@ type Config struct {
 	Panel Panel `mapstructure:"panel"`
 	// Demo configures the public live demo at /demo.
 	Demo Demo `mapstructure:"demo"`
+	// Tracing configures OpenTelemetry traces (off by default).
+	Tracing Tracing `mapstructure:"tracing"`
+	// Metrics configures what /metrics measures beyond the counters.
+	Metrics Metrics `mapstructure:"metrics"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.
@@ -355,6 +359,37 @@ type Demo struct {
 	MessagesPerSecond float64 `mapstructure:"messages_per_second"`
 }
 
+// Tracing configures OpenTelemetry tracing (W3C Trace Context): a span per
+// publish whose context travels in each record's traceparent header through
+// Kafka to every delivery (poll answer, SSE event, WebSocket frame, webhook
+// POST), exported over OTLP/HTTP.
+type Tracing struct {
+	// Enabled turns tracing on; default false. Off, no span is made and no
+	// traceparent header is written (a publisher's own traceparent header
+	// still passes through untouched).
+	Enabled bool `mapstructure:"enabled"`
+	// OTLPEndpoint is the OTLP/HTTP collector URL, e.g.
+	// "http://otel-collector:4318" (the path /v1/traces is added when the
+	// URL has none). Empty: the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+	// or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318. Collector
+	// headers (authentication) come from OTEL_EXPORTER_OTLP_HEADERS.
+	OTLPEndpoint string `mapstructure:"otlp_endpoint"`
+	// SampleRatio is the share of publishes traced when the publish request
+	// carries no sampled traceparent of its own, 0..1; default 1. A
+	// request's own sampling decision is always followed (parent-based).
+	SampleRatio float64 `mapstructure:"sample_ratio"`
+	// ServiceName is the service.name resource attribute; default "msgmesh".
+	ServiceName string `mapstructure:"service_name"`
+}
+
+// Metrics configures measurements served on /metrics.
+type Metrics struct {
+	// GroupLagInterval is how often a control plane process measures the
+	// Kafka lag of every consumer group under kafka.topic_prefix
+	// (msgmesh_group_lag_records); default 30s, 0 turns it off.
+	GroupLagInterval time.Duration `mapstructure:"group_lag_interval"`
+}
+
 // Limits holds per-plan limits, applied per tenant.
 type Limits struct {
 	Free PlanLimits `mapstructure:"free"`
@@ -457,6 +492,8 @@ func Defaults() Config {
 			DLQRetention:    30 * 24 * time.Hour,
 			SessionTimeout:  10 * time.Second,
 		},
+		Tracing: Tracing{SampleRatio: 1, ServiceName: "msgmesh"},
+		Metrics: Metrics{GroupLagInterval: 30 * time.Second},
 		Limits: Limits{
 			Free: PlanLimits{RequestsPerSecond: 100, MessagesPerSecond: 1000, MonthlyMessages: 1_000_000},
 			Paid: PlanLimits{RequestsPerSecond: 5000, MessagesPerSecond: 100_000, MonthlyMessages: 1_000_000_000},

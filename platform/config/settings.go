@@ -119,6 +119,11 @@ var settingDocs = map[string]string{
 	"secrets.previous_key_files":             "older key-encryption keys, decrypt only (comma-separated): at start every secret they sealed is re-wrapped under the current key",
 	"bootstrap_admin_key":                    "makes sure tenant default exists with this admin key (mm_ and 32+ of [A-Za-z0-9_-]; see msgmesh genkey)",
 	"operator_key":                           "may manage tenants and token signing keys; at least 32 characters; empty disables operator calls",
+	"metrics.group_lag_interval":             "how often control plane processes measure every consumer group's Kafka lag (msgmesh_group_lag_records); 0 = off",
+	"tracing.enabled":                        "OpenTelemetry traces: a span per publish, carried in each record's traceparent header to every poll, SSE, WebSocket and webhook delivery",
+	"tracing.otlp_endpoint":                  "OTLP/HTTP collector URL (e.g. http://otel-collector:4318); empty: OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318",
+	"tracing.sample_ratio":                   "share of publishes traced (0..1) when the request carries no traceparent of its own; a caller's sampling decision is followed",
+	"tracing.service_name":                   "service.name of the exported spans",
 }
 
 // Settings lists every configuration key in key order, with its default

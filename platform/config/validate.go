@@ -111,7 +111,33 @@ func (c Config) Validate() error {
 	}
 	return SortErrors(p.err(), c.HTTP.Validate(), c.Log.Validate(), c.Kafka.Validate(), c.Topics.Validate(),
 		c.Publish.Validate(), c.Poll.Validate(), c.Tokens.Validate(), c.Limits.Validate(),
-		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate())
+		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate(), c.Tracing.Validate(), c.Metrics.Validate())
+}
+
+// Validate checks the tracing settings.
+func (t Tracing) Validate() error {
+	var p problems
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		p.add("tracing.sample_ratio", "want 0..1, got %v", t.SampleRatio)
+	}
+	if t.OTLPEndpoint != "" {
+		if u, err := url.Parse(t.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("tracing.otlp_endpoint", "want an http:// or https:// URL such as http://otel-collector:4318, got %q", t.OTLPEndpoint)
+		}
+	}
+	if t.Enabled && t.ServiceName == "" {
+		p.add("tracing.service_name", "must be set when tracing is enabled")
+	}
+	return p.err()
+}
+
+// Validate checks the metrics settings.
+func (m Metrics) Validate() error {
+	var p problems
+	if m.GroupLagInterval != 0 && m.GroupLagInterval < time.Second {
+		p.add("metrics.group_lag_interval", "want 0 (off) or at least 1s, got %v", m.GroupLagInterval)
+	}
+	return p.err()
 }
 
 // Validate checks the key-encryption key settings.

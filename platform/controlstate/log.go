@@ -67,6 +67,7 @@ type Log struct {
 
 	applied prometheus.Counter
 	offset  prometheus.Gauge
+	lag     prometheus.Gauge
 }
 
 // Open prepares the Kafka clients; it does not wait for Kafka, so a
@@ -93,9 +94,10 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		readyCh: make(chan struct{}), waiters: map[string]chan error{},
 		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_control_events_applied_total", Help: "Control events applied to the in-memory projection (accepted or rejected)."}),
 		offset:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgmesh_control_log_offset", Help: "Offset of the last control event applied."}),
+		lag:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgmesh_control_log_lag_records", Help: "Control events in Kafka not yet applied to this process's projection (end offset at the last fetch minus the next offset to apply)."}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{l.applied, l.offset} {
+		for _, c := range []prometheus.Collector{l.applied, l.offset, l.lag} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				prod.Close()
 				return nil, fmt.Errorf("controlstate: metrics: %w", err)
@@ -231,6 +233,7 @@ func (l *Log) Run(ctx context.Context) error {
 		}
 	}
 	l.kafkaErr.Store(nil)
+	l.lag.Set(float64(end))
 	if end == 0 {
 		l.markReady()
 	}
@@ -271,6 +274,11 @@ func (l *Log) Run(ctx context.Context) error {
 			l.log.Error("control log: secrets cannot be decrypted", "err", fatal)
 			return fatal
 		}
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if p.Err == nil && len(p.Records) > 0 {
+				l.lag.Set(float64(max(0, p.HighWatermark-(p.Records[len(p.Records)-1].Offset+1))))
+			}
+		})
 	}
 }
 

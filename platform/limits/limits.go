@@ -193,6 +193,9 @@ func New(ctx context.Context, cfg Config) (*Limiter, error) {
 			return nil, err
 		}
 	}
+	// Both reasons' series exist from the start (for rate() in alerts).
+	l.refused.WithLabelValues("rate")
+	l.refused.WithLabelValues("quota")
 	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.ClientOpts...),
 		kgo.DefaultProduceTopic(cfg.UsageTopic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),

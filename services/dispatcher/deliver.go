@@ -115,6 +115,9 @@ func (d *Dispatcher) post(ctx context.Context, url, secret, id string, body []by
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("webhook-signature", sig)
+	// The attempt's span (if the message is traced): the receiver's spans
+	// join the publisher's trace (W3C Trace Context).
+	d.cfg.Tracer.InjectHTTP(ctx, req.Header)
 	resp, err := d.httpClient().Do(req)
 	if err != nil {
 		return attemptResult{Err: err, Outcome: Classify(0, err)}

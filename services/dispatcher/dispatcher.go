@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -43,10 +44,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/cursor"
 	"github.com/msgmesh/msgmesh/platform/ssrf"
+	"github.com/msgmesh/msgmesh/platform/tracing"
 )
 
 // Config configures a Dispatcher.
@@ -78,6 +83,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Registerer, if set, receives the dispatcher's metrics.
 	Registerer prometheus.Registerer
+	// Tracer makes a span per attempt of a traced message (a child of its
+	// publish span) and sends its traceparent with the POST; nil: off.
+	Tracer *tracing.Tracer
 }
 
 // Dispatcher runs every enabled webhook's consumer group member and every
@@ -199,6 +207,9 @@ func New(cfg Config) (*Dispatcher, error) {
 			Help: "Messages dead-lettered by webhooks."}),
 	}
 	d.SetGuard(cfg.Guard)
+	for o := Delivered; o <= Refused; o++ {
+		d.attempts.WithLabelValues(o.String()) // every outcome's series exists from the start
+	}
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{d.attempts, d.deadLetters} {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -550,7 +561,7 @@ func (d *Dispatcher) sem(id string) chan struct{} {
 // this POST; see attemptLog). It is not cut short by ctx (shutdown lets it
 // finish so that its outcome is recorded) beyond waiting for a concurrency
 // slot. An error means no attempt was made.
-func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *letter) (attemptResult, error) {
+func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *letter) (res attemptResult, err error) {
 	s := d.sem(wh.ID)
 	select {
 	case s <- struct{}{}:
@@ -563,13 +574,47 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *le
 		return attemptResult{}, err
 	}
 	l.Posts = n
-	res := d.post(context.WithoutCancel(ctx), wh.URL, wh.Secret, l.MessageID, l.body())
+	pctx := context.WithoutCancel(ctx)
+	if d.cfg.Tracer.Traced(l.Headers) {
+		var span trace.Span
+		pctx, span = d.startAttemptSpan(pctx, wh, l)
+		defer func() { endAttemptSpan(span, res) }()
+	}
+	res = d.post(pctx, wh.URL, wh.Secret, l.MessageID, l.body())
 	d.attempts.WithLabelValues(res.Outcome.String()).Inc()
 	if res.Outcome != Delivered {
 		d.log.Debug("webhook attempt failed", "webhook", wh.ID, "message", l.MessageID, "attempt", l.Attempt,
 			"status", res.Status, "err", res.describe(), "outcome", res.Outcome)
 	}
 	return res, nil
+}
+
+// startAttemptSpan starts the span of one POST of a traced message, a
+// child of the publish span its traceparent header names.
+func (d *Dispatcher) startAttemptSpan(ctx context.Context, wh controlstate.Webhook, l *letter) (context.Context, trace.Span) {
+	c, _ := cursor.Parse(l.Cursor)
+	ctx, span, _ := d.cfg.Tracer.StartDelivery(ctx, l.Headers, c.Partition, c.Offset,
+		tracing.Delivery{Op: tracing.OpWebhook, Topic: l.Topic, Consumer: wh.ID, Attempt: l.Attempt})
+	if u, err := url.Parse(wh.URL); err == nil && span.IsRecording() {
+		// The host only: a path or query may hold the receiver's secret.
+		span.SetAttributes(attribute.String("server.address", u.Hostname()))
+	}
+	return ctx, span
+}
+
+// endAttemptSpan ends an attempt's span with its answer and outcome.
+func endAttemptSpan(span trace.Span, res attemptResult) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("msgmesh.webhook.outcome", res.Outcome.String()))
+		if res.Status != 0 {
+			span.SetAttributes(attribute.Int("http.response.status_code", res.Status))
+		}
+	}
+	var err error
+	if res.Outcome != Delivered {
+		err = fmt.Errorf("%w: %s", tracing.ErrDeliveryFailed, res.describe())
+	}
+	tracing.EndDelivery(span, err)
 }
 
 // nextStep is the record that makes the next step of l after attempt

@@ -20,6 +20,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/platform/tracing"
 	"github.com/msgmesh/msgmesh/services/gateway/pollgroup"
 )
 
@@ -49,6 +50,7 @@ type Gateway struct {
 	producer *kgo.Client
 	polls    *pollgroup.Manager
 	metrics  metrics
+	tracer   *tracing.Tracer // nil: tracing off
 	// draining is closed by Drain: long polls end at once.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -113,6 +115,10 @@ func New(cfg config.Config, state *controlstate.State, topics Topics, quota Quot
 	}
 	return g, nil
 }
+
+// SetTracer makes publish spans and poll delivery spans with t (nil:
+// tracing off, the default). Call it before Routes.
+func (g *Gateway) SetTracer(t *tracing.Tracer) { g.tracer = t }
 
 // OnControlEvent closes poll consumers of deleted topics and forgets the
 // topic's Kafka metadata (a topic made again gets a new topic id, which the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/capability"
@@ -16,6 +17,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/message"
 	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/platform/tracing"
 	"github.com/msgmesh/msgmesh/services/gateway/pollgroup"
 )
 
@@ -137,14 +139,20 @@ func (g *Gateway) poll(c *gin.Context) {
 		b.Undelivered()
 		return
 	}
+	var spans []trace.Span
+	if g.tracer != nil {
+		spans = g.startPollSpans(ctx, c.Param("topic"), req.Group, b.Records)
+	}
 	c.Writer.Header().Set("Content-Type", "application/json")
 	c.Writer.WriteHeader(http.StatusOK)
 	if _, err := c.Writer.Write(body); err != nil {
 		b.Undelivered()
+		endSpans(spans, err)
 		return
 	}
 	c.Writer.Flush()
 	b.Delivered()
+	endSpans(spans, nil)
 	g.metrics.polled.Add(float64(len(b.Records)))
 }
 
@@ -240,6 +248,24 @@ func (g *Gateway) commit(c *gin.Context) {
 	// Cursors of partitions this consumer no longer owns, or that it was
 	// never given, are skipped: the group's new owner redelivers them.
 	c.Status(http.StatusNoContent)
+}
+
+// startPollSpans starts a delivery span for each record of a poll answer
+// that carries a traceparent (a child of its publish span).
+func (g *Gateway) startPollSpans(ctx context.Context, topic, group string, recs []*kgo.Record) []trace.Span {
+	var spans []trace.Span
+	for _, r := range recs {
+		if _, span, ok := g.tracer.StartDelivery(ctx, r.Headers, r.Partition, r.Offset, tracing.Delivery{Op: tracing.OpPoll, Topic: topic, Consumer: group}); ok {
+			spans = append(spans, span)
+		}
+	}
+	return spans
+}
+
+func endSpans(spans []trace.Span, err error) {
+	for _, s := range spans {
+		tracing.EndDelivery(s, err)
+	}
 }
 
 // encodeMessages writes the poll response:

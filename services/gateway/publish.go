@@ -26,6 +26,7 @@ import (
 	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/capability"
@@ -33,6 +34,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/cursor"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/message"
+	"github.com/msgmesh/msgmesh/platform/tracing"
 )
 
 // HeaderContentType is the Kafka header holding a message's content type.
@@ -96,7 +98,15 @@ func (g *Gateway) publish(c *gin.Context) {
 	for _, r := range recs {
 		r.Topic = topic.KafkaTopic
 	}
+	var span trace.Span
+	if g.tracer != nil {
+		ctx, span = g.tracer.StartPublish(ctx, c.Request.Header, tracing.Publish{Tenant: p.Tenant, Topic: name, KafkaTopic: topic.KafkaTopic, Messages: len(recs)})
+		g.tracer.Inject(ctx, recs)
+	}
 	cursors, err := g.produce(ctx, topic, recs)
+	if span != nil {
+		tracing.EndPublish(span, recs, err)
+	}
 	if err != nil {
 		if clientGone(c, err) {
 			g.log.Debug("publish abandoned by the client; its records may still be written", "request_id", httpapi.RequestIDOf(c))

@@ -38,6 +38,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/platform/tracing"
 )
 
 // Config configures a Service.
@@ -63,6 +64,9 @@ type Config struct {
 	// Logger and Registerer receive logs and metrics.
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+	// Tracer makes a delivery span per event of a traced record (one
+	// whose traceparent header a traced publish wrote); nil: tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Service serves SSE and WebSocket delivery.
@@ -76,6 +80,7 @@ type Service struct {
 	authenticate   func(string) (auth.Principal, error)
 	nowFn          func() time.Time
 	log            *slog.Logger
+	tracer         *tracing.Tracer
 	admCl          *kgo.Client
 	adm            *kadm.Client
 
@@ -137,7 +142,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		cfg: cfg.Realtime, origins: cfg.CORSOrigins, requestTimeout: cfg.RequestTimeout, state: cfg.State,
 		mapper: names.Mapper{Prefix: cfg.TopicPrefix}, clientOpts: cfg.ClientOpts, authenticate: cfg.Authenticate,
-		nowFn: cfg.Now, log: cfg.Logger, admCl: cl, adm: adm, ctx: ctx, cancel: cancel,
+		nowFn: cfg.Now, log: cfg.Logger, tracer: cfg.Tracer, admCl: cl, adm: adm, ctx: ctx, cancel: cancel,
 		hubs: map[string]*hub{}, catchups: make(chan struct{}, cfg.Realtime.MaxCatchups),
 		catchupWait: cmp.Or(max(cfg.Realtime.WriteTimeout, 0), 30*time.Second), catchupPark: 250 * time.Millisecond,
 		metrics: metrics{
@@ -150,6 +155,19 @@ func New(cfg Config) (*Service, error) {
 			closed:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_realtime_closed_total", Help: "SSE streams, WebSocket subscriptions and connections the server ended on purpose (msgmesh-closed events and closed frames), by reason."}, []string{"transport", "reason"}),
 			misplaced:   prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_realtime_room_misplaced_records_total", Help: "Records keyed with a subscribed room but stored on another partition than the room's (produced with another partitioner than murmur2, e.g. kcat's default): room subscriptions do not receive them."}),
 		},
+	}
+	// Series for every transport and action exist from the start, so that
+	// rate() and increase() in dashboards and alerts see the first event
+	// (deployments/prometheus).
+	for _, tr := range []string{"sse", "ws"} {
+		s.metrics.subscribers.WithLabelValues(tr)
+		s.metrics.sent.WithLabelValues(tr)
+	}
+	for _, a := range []string{"catchup", "disconnect", "catchup_busy"} {
+		s.metrics.slow.WithLabelValues(a)
+	}
+	for _, r := range []string{ReasonEpoch, ReasonRetention, ReasonWindowRecords, ReasonWindowAge} {
+		s.metrics.resyncs.WithLabelValues(r)
 	}
 	if cfg.Registerer != nil {
 		m := s.metrics

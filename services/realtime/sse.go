@@ -17,6 +17,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/tracing"
 	protows "github.com/msgmesh/msgmesh/proto/ws"
 )
 
@@ -201,7 +202,15 @@ data: {"reason":"`...)
 			buf = append(buf, '\n')
 		}
 		lastID = append(lastID[:0], buf[idAt:idEnd]...)
-		if err := write(buf); err != nil {
+		if ev.rec != nil && s.tracer.Traced(ev.rec.Headers) {
+			_, span, _ := s.tracer.StartDelivery(ctx, ev.rec.Headers, ev.rec.Partition, ev.rec.Offset, tracing.Delivery{Op: tracing.OpSSE, Topic: t.Name})
+			err := write(buf)
+			tracing.EndDelivery(span, err)
+			if err != nil {
+				slow.Inc()
+				return err
+			}
+		} else if err := write(buf); err != nil {
 			slow.Inc()
 			return err
 		}

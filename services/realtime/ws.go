@@ -19,6 +19,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/tracing"
 	protows "github.com/msgmesh/msgmesh/proto/ws"
 )
 
@@ -283,7 +284,16 @@ func (wc *wsConn) subscribe(f clientFrame) {
 			buf = append(buf, `","message":`...)
 			buf = append(buf, ev.msg...)
 			buf = append(buf, '}')
-			if err := wc.enqueue(ctx, sub, buf); err != nil {
+			if ev.rec != nil && s.tracer.Traced(ev.rec.Headers) {
+				// The span covers handing the frame to the connection's
+				// writer (its bounded queue).
+				_, span, _ := s.tracer.StartDelivery(ctx, ev.rec.Headers, ev.rec.Partition, ev.rec.Offset, tracing.Delivery{Op: tracing.OpWebSocket, Topic: t.Name})
+				err := wc.enqueue(ctx, sub, buf)
+				tracing.EndDelivery(span, err)
+				if err != nil {
+					return err
+				}
+			} else if err := wc.enqueue(ctx, sub, buf); err != nil {
 				return err
 			}
 			s.metrics.sent.WithLabelValues("ws").Inc()

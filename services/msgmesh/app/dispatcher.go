@@ -140,6 +140,7 @@ func (a *App) initDispatcher(ctx context.Context) error {
 		Disable:           cp.DisableWebhook,
 		Logger:            a.log.With("component", "dispatcher"),
 		Registerer:        a.reg,
+		Tracer:            a.tracer,
 	})
 	if err != nil {
 		return err

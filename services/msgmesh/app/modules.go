@@ -25,17 +25,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/embedkafka"
+	"github.com/msgmesh/msgmesh/platform/grouplag"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/keyring"
 	"github.com/msgmesh/msgmesh/platform/limits"
 	"github.com/msgmesh/msgmesh/platform/logging"
 	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/platform/tracing"
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
 	"github.com/msgmesh/msgmesh/services/mcp"
@@ -61,13 +64,15 @@ const (
 )
 
 // deps is the dependency graph; a target's modules start after theirs.
+// The dispatcher has no API of its own, but its HTTP listener serves
+// /healthz, /readyz and /metrics (Kubernetes probes, Prometheus).
 var deps = map[string][]string{
 	All:           {ControlPlane, Gateway, Realtime, Dispatcher, Panel},
 	Panel:         {ControlPlane, Gateway, Realtime},
 	ControlPlane:  {modKafka, modControlLog, modServer},
 	Gateway:       {modKafka, modControlLog, modServer},
 	Realtime:      {modKafka, modControlLog, modServer},
-	Dispatcher:    {modKafka, modControlLog},
+	Dispatcher:    {modKafka, modControlLog, modServer},
 	modControlLog: {modKafka},
 	modLimits:     {modKafka},
 	modServer:     {modControlLog, modLimits},
@@ -80,7 +85,7 @@ var Targets = map[string]string{
 	ControlPlane: "tenants, keys and topics (/v1/tenants, /v1/keys, /v1/topics)",
 	Gateway:      "publish, poll and commit (/v1/topics/{topic}/messages|poll|commit)",
 	Realtime:     "SSE and WebSocket delivery (/v1/topics/{topic}/events, /v1/ws)",
-	Dispatcher:   "webhook delivery: retries, dead letters, the SSRF guard (no HTTP API; /v1/webhooks is the control plane's)",
+	Dispatcher:   "webhook delivery: retries, dead letters, the SSRF guard (HTTP serves /healthz, /readyz and /metrics only; /v1/webhooks is the control plane's)",
 	Panel:        "the browser panel (/panel/) and the public live demo (/demo), acting through this node's own API",
 }
 
@@ -116,7 +121,8 @@ type App struct {
 	mcp        *mcp.Server   // mcp.go
 	authn      *auth.Authenticator
 	keyring    *keyring.Keyring
-	panel      *panel.Panel // panel.go
+	panel      *panel.Panel    // panel.go
+	tracer     *tracing.Tracer // nil: tracing off
 
 	services []service
 	// pending holds readiness back until set false (bootstrap done).
@@ -167,19 +173,51 @@ func Resolve(targets []string) ([]string, error) {
 	return order, nil
 }
 
+// Option adjusts how New builds an App.
+type Option func(*options)
+
+type options struct {
+	tracerProvider trace.TracerProvider
+}
+
+// WithTracerProvider makes the App's spans with tp, whatever
+// tracing.enabled says (tests pass an in-process span recorder's
+// provider); tp is not shut down by the App.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider = tp }
+}
+
 // New builds every module the targets need (starting the embedded
 // broker and catching up with the control log). Call Run, then it stops
 // on ctx cancellation.
-func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Logger) (*App, error) {
+func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Logger, opts ...Option) (*App, error) {
 	mods, err := Resolve(targets)
 	if err != nil {
 		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
 	// Repeated warnings (a fetch error in a tight loop) are logged once per
 	// interval with a count, whoever set up the logger.
 	log = slog.New(logging.LimitRepeats(log.Handler(), logging.DefaultRepeatInterval))
 	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry(), targets: targets}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.tracerProvider != nil {
+		a.tracer = tracing.NewWithProvider(o.tracerProvider)
+	} else if a.tracer, err = tracing.New(ctx, cfg.Tracing); err != nil {
+		return nil, err
+	} else if a.tracer != nil {
+		// Added first, so stopped last: spans of the final deliveries are
+		// flushed to the collector.
+		t := a.tracer
+		a.add(service{name: "tracing", stop: func(ctx context.Context) {
+			if err := t.Shutdown(ctx); err != nil {
+				a.log.Warn("tracing: flushing spans at exit failed", "err", err)
+			}
+		}})
+	}
 	inits := map[string]func(context.Context) error{
 		modKafka: a.initKafka, modControlLog: a.initControlLog, modLimits: a.initLimits, modServer: a.initServer,
 		ControlPlane: a.initControlPlane, Gateway: a.initGateway, Realtime: a.initRealtime, Dispatcher: a.initDispatcher, Panel: a.initPanel, All: func(context.Context) error { return nil },
@@ -495,6 +533,13 @@ func (a *App) controlPlane() *controlplane.Service {
 func (a *App) initControlPlane(ctx context.Context) error {
 	cp := a.controlPlane()
 	cp.Routes(a.api)
+	if iv := a.cfg.Metrics.GroupLagInterval; iv > 0 {
+		lag := grouplag.New(a.adm, a.cfg.Kafka.TopicPrefix, iv, a.cfg.Kafka.RequestTimeout, a.log.With("component", "grouplag"))
+		if err := a.reg.Register(lag); err != nil {
+			return fmt.Errorf("group lag metrics: %w", err)
+		}
+		a.add(service{name: "group lag", run: lag.Run})
+	}
 	a.pending.Store(true)
 	a.add(service{name: "controlplane bootstrap", run: func(ctx context.Context) error {
 		if err := a.clog.WaitReady(ctx); err != nil {
@@ -543,6 +588,7 @@ func (a *App) initGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.SetTracer(a.tracer)
 	a.clog.OnApply(g.OnControlEvent)
 	g.Routes(a.api)
 	// Long polls end at once when shutdown begins, not after their wait_ms.
@@ -564,6 +610,7 @@ func (a *App) initRealtime(ctx context.Context) error {
 		Now:            a.now,
 		Logger:         a.log.With("component", "realtime"),
 		Registerer:     a.reg,
+		Tracer:         a.tracer,
 	})
 	if err != nil {
 		return err
