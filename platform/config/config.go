@@ -32,6 +32,8 @@ type Config struct {
 	Webhooks Webhooks `mapstructure:"webhooks"`
 	// Secrets configures the key that encrypts the control log's secrets.
 	Secrets Secrets `mapstructure:"secrets"`
+	// Postgres holds the read model (audit log, webhook attempts).
+	Postgres Postgres `mapstructure:"postgres"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.
@@ -255,6 +257,15 @@ type Webhooks struct {
 	// logs a loud warning at start
 	// (MSGMESH_WEBHOOKS_UNSAFE_TEST_HOLD_RETRY_COMMIT). Zero: no wait.
 	UnsafeTestHoldRetryCommit time.Duration `mapstructure:"unsafe_test_hold_retry_commit"`
+}
+
+// Postgres configures the read model's database (platform/readmodel).
+type Postgres struct {
+	// URL is a PostgreSQL connection URL (postgres://user:pass@host:port/db,
+	// key postgres.url, MSGMESH_POSTGRES_URL). Empty (the default): GET
+	// /v1/audit and GET /v1/webhooks/{id}/attempts answer from a bounded
+	// in-memory window ("source": "memory").
+	URL string `mapstructure:"url"`
 }
 
 // Secrets configures the key-encryption key (KEK) that seals the secrets

@@ -96,7 +96,19 @@ func (c Config) Validate() error {
 	}
 	return SortErrors(p.err(), c.HTTP.Validate(), c.Log.Validate(), c.Kafka.Validate(), c.Topics.Validate(),
 		c.Publish.Validate(), c.Poll.Validate(), c.Tokens.Validate(), c.Limits.Validate(),
-		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate())
+		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate(), c.Postgres.Validate())
+}
+
+// Validate checks postgres.*.
+func (pg Postgres) Validate() error {
+	var p problems
+	if pg.URL != "" {
+		u, err := url.Parse(pg.URL)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+			p.add("postgres.url", "want a URL postgres://user[:password]@host[:port]/database[?sslmode=...]")
+		}
+	}
+	return p.err()
 }
 
 // Validate checks the key-encryption key settings.

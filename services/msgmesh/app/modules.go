@@ -34,6 +34,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/limits"
 	"github.com/msgmesh/msgmesh/platform/logging"
 	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/platform/readmodel"
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
 	"github.com/msgmesh/msgmesh/services/mcp"
@@ -109,6 +110,7 @@ type App struct {
 	wh         *webhookParts // dispatcher.go
 	mcp        *mcp.Server   // mcp.go
 	authn      *auth.Authenticator
+	projector  *readmodel.Projector // readmodel.go
 
 	services []service
 	// pending holds readiness back until set false (bootstrap done).
@@ -385,7 +387,13 @@ func (a *App) readyz(c *gin.Context) {
 		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "Kafka is not reachable"))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	body := gin.H{"status": "ready"}
+	if a.projector != nil {
+		// The read model never holds readiness back (a database outage
+		// pauses it and nothing else): its state is detail.
+		body["read_model"] = a.projector.Status()
+	}
+	c.JSON(http.StatusOK, body)
 }
 
 // kafkaErr is why the control log or the usage topic could not be read
@@ -428,6 +436,9 @@ func (a *App) controlPlane() *controlplane.Service {
 
 func (a *App) initControlPlane(ctx context.Context) error {
 	cp := a.controlPlane()
+	if err := a.initReadModel(ctx); err != nil {
+		return err
+	}
 	cp.Routes(a.api)
 	a.pending.Store(true)
 	a.add(service{name: "controlplane bootstrap", run: func(ctx context.Context) error {
