@@ -7,6 +7,8 @@
 #                                free 127.0.0.1 port and print its connection URL as the last
 #                                line; already running -> prints the URL, exit 0
 #   scripts/postgres.sh stop     stop it (pg_ctl stop -m fast) and delete the cluster
+#   scripts/postgres.sh halt     stop it but keep the cluster: the next start brings it back
+#                                with its data on the same port (outage and restart tests)
 #   scripts/postgres.sh status   exit 0 if it runs and accepts connections, 1 if not
 #   scripts/postgres.sh url      print the connection URL of the running cluster
 #
@@ -117,7 +119,11 @@ start() {
       runas "$bin/initdb" -D "$DATA" -U "$OWNER" --auth=trust -E UTF8 --locale=C >/dev/null 2>>"$PGHOME_DIR/initdb.err" ||
       die "initdb failed: $(tail -3 "$PGHOME_DIR/initdb.err")"
   fi
-  port=${MSGMESH_POSTGRES_PORT:-$(free_port)}
+  port=${MSGMESH_POSTGRES_PORT:-}
+  if [[ -z $port && -f $PORTFILE ]]; then
+    port=$(cat "$PORTFILE") # a halted cluster comes back where it was
+  fi
+  port=${port:-$(free_port)}
   echo "$port" >"$PORTFILE"
   runas "$bin/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start \
     -o "-c listen_addresses=$HOST -p $port -k $DATA -c fsync=on -c max_connections=100" >/dev/null ||
@@ -142,6 +148,18 @@ stop() {
   say "stopped"
 }
 
+halt() {
+  pick_owner
+  resolve_home
+  local bin
+  bin=$(bindir) || return 0
+  if [[ -f $DATA/postmaster.pid ]]; then
+    runas "$bin/pg_ctl" -D "$DATA" stop -m fast -w -t 30 >/dev/null 2>&1 ||
+      runas "$bin/pg_ctl" -D "$DATA" stop -m immediate >/dev/null 2>&1 || true
+  fi
+  say "halted (data kept in $DATA)"
+}
+
 resolve_home() {
   # status/url: find the cluster where start put it.
   if [[ ! -f $PORTFILE && $(id -u) -eq 0 && -z ${MSGMESH_POSTGRES_HOME:-} && -f /tmp/msgmesh-postgres/port ]]; then
@@ -152,7 +170,8 @@ resolve_home() {
 case ${1:-} in
 start) start ;;
 stop) stop ;;
+halt) halt ;;
 status) pick_owner; resolve_home; running ;;
 url) pick_owner; resolve_home; running || die "not running (scripts/postgres.sh start)"; url ;;
-*) echo "usage: $0 start|stop|status|url" >&2; exit 2 ;;
+*) echo "usage: $0 start|stop|halt|status|url" >&2; exit 2 ;;
 esac
