@@ -214,14 +214,8 @@ func (p *Projector) Run(ctx context.Context) error {
 
 	dctx, stop := context.WithCancel(ctx)
 	defer stop()
-	discovered := make(chan map[string]map[int32]int64, 1)
-	go p.discover(dctx, adm, discovered)
+	go p.discover(dctx, adm, func(ends map[string]map[int32]int64) { p.addPartitions(cl, ends, added, stored) })
 	for {
-		select {
-		case ends := <-discovered:
-			p.addPartitions(cl, ends, added, stored)
-		default:
-		}
 		fs := cl.PollRecords(ctx, p.cfg.MaxBatch)
 		if ctx.Err() != nil {
 			return nil
@@ -310,7 +304,8 @@ func (p *Projector) apply(ctx context.Context, batch Batch) bool {
 }
 
 // addPartitions starts consuming the partitions in ends not consumed yet,
-// from their stored offset (or their start).
+// from their stored offset (or their start). Called by discover only
+// (added is its own).
 func (p *Projector) addPartitions(cl *kgo.Client, ends map[string]map[int32]int64, added map[string]map[int32]bool, stored map[string]map[int32]int64) {
 	add := map[string]map[int32]kgo.Offset{}
 	for t, ps := range ends {
@@ -337,9 +332,11 @@ func (p *Projector) addPartitions(cl *kgo.Client, ends map[string]map[int32]int6
 	}
 }
 
-// discover sends, every DiscoverEvery, the end offsets of the control
-// topic and every attempt log topic, and records them for the lag.
-func (p *Projector) discover(ctx context.Context, adm *kadm.Client, out chan map[string]map[int32]int64) {
+// discover looks up, every DiscoverEvery, the end offsets of the control
+// topic and every attempt log topic: it records them for the lag and
+// passes them to found (which starts consuming new partitions; the
+// client's AddConsumePartitions may be called while it polls).
+func (p *Projector) discover(ctx context.Context, adm *kadm.Client, found func(map[string]map[int32]int64)) {
 	t := time.NewTicker(p.cfg.DiscoverEvery)
 	defer t.Stop()
 	for {
@@ -348,11 +345,7 @@ func (p *Projector) discover(ctx context.Context, adm *kadm.Client, out chan map
 			p.ends = ends
 			p.lag.WithLabelValues(p.cfg.Store.Source()).Set(float64(p.lagLocked()))
 			p.mu.Unlock()
-			select {
-			case <-out: // replace an unread one
-			default:
-			}
-			out <- ends
+			found(ends)
 		}
 		select {
 		case <-ctx.Done():
