@@ -214,7 +214,7 @@ func (p *Projector) Run(ctx context.Context) error {
 
 	dctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go p.discover(dctx, adm, func(ends map[string]map[int32]int64) { p.addPartitions(cl, ends, added, stored) })
+	go p.discover(dctx, adm, state, func(ends map[string]map[int32]int64) { p.addPartitions(cl, ends, added, stored) })
 	for {
 		fs := cl.PollRecords(ctx, p.cfg.MaxBatch)
 		if ctx.Err() != nil {
@@ -336,11 +336,11 @@ func (p *Projector) addPartitions(cl *kgo.Client, ends map[string]map[int32]int6
 // topic and every attempt log topic: it records them for the lag and
 // passes them to found (which starts consuming new partitions; the
 // client's AddConsumePartitions may be called while it polls).
-func (p *Projector) discover(ctx context.Context, adm *kadm.Client, found func(map[string]map[int32]int64)) {
+func (p *Projector) discover(ctx context.Context, adm *kadm.Client, state *controlstate.State, found func(map[string]map[int32]int64)) {
 	t := time.NewTicker(p.cfg.DiscoverEvery)
 	defer t.Stop()
 	for {
-		if ends, err := p.endOffsets(ctx, adm); err == nil {
+		if ends, err := p.endOffsets(ctx, adm, state); err == nil {
 			p.mu.Lock()
 			p.ends = ends
 			p.lag.WithLabelValues(p.cfg.Store.Source()).Set(float64(p.lagLocked()))
@@ -355,16 +355,23 @@ func (p *Projector) discover(ctx context.Context, adm *kadm.Client, found func(m
 	}
 }
 
-func (p *Projector) endOffsets(ctx context.Context, adm *kadm.Client) (map[string]map[int32]int64, error) {
+// endOffsets lists the end offsets of the control topic and the attempt
+// log topic of every tenant the control log knows (by name: the metadata
+// of a cluster's other topics is never fetched).
+func (p *Projector) endOffsets(ctx context.Context, adm *kadm.Client, state *controlstate.State) (map[string]map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	topics, err := adm.ListTopics(ctx)
+	want := []string{p.mapper.ControlTopic()}
+	for _, t := range state.Tenants() {
+		want = append(want, p.mapper.AttemptLogTopic(t.ID))
+	}
+	topics, err := adm.ListTopics(ctx, want...)
 	if err != nil {
 		return nil, err
 	}
-	var want []string
-	for name := range topics {
-		if _, ok := p.mapper.SplitAttemptLogTopic(name); ok || name == p.mapper.ControlTopic() {
+	want = want[:0]
+	for name, d := range topics {
+		if d.Err == nil {
 			want = append(want, name)
 		}
 	}
