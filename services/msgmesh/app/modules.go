@@ -107,10 +107,10 @@ type App struct {
 	cp         *controlplane.Service
 	gw         *gateway.Gateway
 	rt         *realtime.Service
-	wh         *webhookParts // dispatcher.go
-	mcp        *mcp.Server   // mcp.go
-	authn      *auth.Authenticator
+	wh         *webhookParts        // dispatcher.go
+	mcp        *mcp.Server          // mcp.go
 	projector  *readmodel.Projector // readmodel.go
+	authn      *auth.Authenticator
 
 	services []service
 	// pending holds readiness back until set false (bootstrap done).
