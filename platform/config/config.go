@@ -30,10 +30,10 @@ type Config struct {
 	Realtime Realtime `mapstructure:"realtime"`
 	// Webhooks configures webhook delivery (the dispatcher).
 	Webhooks Webhooks `mapstructure:"webhooks"`
-	// Secrets configures the key that encrypts the control log's secrets.
-	Secrets Secrets `mapstructure:"secrets"`
 	// Postgres holds the read model (audit log, webhook attempts).
 	Postgres Postgres `mapstructure:"postgres"`
+	// Secrets configures the key that encrypts the control log's secrets.
+	Secrets Secrets `mapstructure:"secrets"`
 	// BootstrapAdminKey, when set, makes sure tenant "default" exists with
 	// this admin key (key bootstrap_admin_key). It must look like a MsgMesh
 	// key: "mm_" followed by at least 32 URL-safe characters.

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/readmodel"
@@ -92,4 +96,24 @@ func (e *attemptEvents) record(l letter, res attemptResult, at time.Time, took t
 func (e *attemptEvents) close(ctx context.Context) {
 	_ = e.cl.Flush(ctx)
 	e.cl.Close()
+}
+
+// ensureAttemptLog makes tenant's attempt log topic when missing (part of
+// ensureTopics; created gains it): spec.DLQPartitions partitions, kept as
+// long as the dead letters (spec.Retention). Records are keyed by webhook
+// id, so one webhook's attempts keep their order.
+func ensureAttemptLog(ctx context.Context, adm *kadm.Client, n Names, tenant string, spec TopicSpec, created []string) ([]string, error) {
+	retention := strconv.FormatInt(spec.Retention.Milliseconds(), 10)
+	topic := n.AttemptLogTopic(tenant)
+	resp, err := adm.CreateTopic(ctx, spec.DLQPartitions, spec.ReplicationFactor, map[string]*string{"retention.ms": &retention}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err == nil {
+		created = append(created, topic)
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return created, fmt.Errorf("create %s: %w", topic, err)
+	}
+	return created, nil
 }

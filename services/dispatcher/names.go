@@ -81,10 +81,7 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string,
 	retention := strconv.FormatInt(spec.Retention.Milliseconds(), 10)
 	maxMessage := strconv.Itoa(spec.MaxMessageBytes)
 	cfg := map[string]*string{"retention.ms": &retention, "max.message.bytes": &maxMessage}
-	// The attempt log is kept as long as the dead letters; its records
-	// are keyed by webhook id, so one webhook's attempts keep their order.
-	for topic, parts := range map[string]int32{n.RetryTopic(tenant): spec.RetryPartitions, n.DLQTopic(tenant): spec.DLQPartitions,
-		n.AttemptLogTopic(tenant): spec.DLQPartitions} {
+	for topic, parts := range map[string]int32{n.RetryTopic(tenant): spec.RetryPartitions, n.DLQTopic(tenant): spec.DLQPartitions} {
 		resp, err := adm.CreateTopic(ctx, parts, spec.ReplicationFactor, cfg, topic)
 		if err == nil {
 			err = resp.Err
@@ -110,5 +107,5 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string,
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return created, fmt.Errorf("create %s: %w", topic, err)
 	}
-	return created, nil
+	return ensureAttemptLog(ctx, adm, n, tenant, spec, created)
 }
