@@ -68,17 +68,9 @@ func (m *Memory) Apply(_ context.Context, b Batch) error {
 		}
 		switch {
 		case e.Audit != nil:
-			l := append(m.audit[e.Audit.Tenant], *e.Audit)
-			if len(l) > m.auditWindow {
-				l = append(l[:0:0], l[len(l)-m.auditWindow:]...)
-			}
-			m.audit[e.Audit.Tenant] = l
+			m.audit[e.Audit.Tenant] = trim(append(m.audit[e.Audit.Tenant], *e.Audit), m.auditWindow)
 		case e.Attempt != nil:
-			l := append(m.attempts[e.Attempt.Tenant], *e.Attempt)
-			if len(l) > m.attemptWindow {
-				l = append(l[:0:0], l[len(l)-m.attemptWindow:]...)
-			}
-			m.attempts[e.Attempt.Tenant] = l
+			m.attempts[e.Attempt.Tenant] = trim(append(m.attempts[e.Attempt.Tenant], *e.Attempt), m.attemptWindow)
 		}
 	}
 	for t, ps := range b.Next {
@@ -94,12 +86,29 @@ func (m *Memory) Apply(_ context.Context, b Batch) error {
 	return nil
 }
 
+// trim keeps the newest window entries of l once it holds a quarter more
+// (so that the copy is amortized over window/4 appends).
+func trim[T any](l []T, window int) []T {
+	if len(l) <= window+window/4 {
+		return l
+	}
+	return append(make([]T, 0, window+window/4+1), l[len(l)-window:]...)
+}
+
+// newest is the window's part of l.
+func newest[T any](l []T, window int) []T {
+	if len(l) > window {
+		return l[len(l)-window:]
+	}
+	return l
+}
+
 // Audit lists tenant's audit events in the window, newest first.
 func (m *Memory) Audit(_ context.Context, tenant string, q AuditQuery) (AuditPage, error) {
 	limit := limitOf(q.Limit)
 	m.mu.RLock()
 	var out []AuditEvent
-	for _, e := range m.audit[tenant] {
+	for _, e := range newest(m.audit[tenant], m.auditWindow) {
 		if (!q.Since.IsZero() && e.Time.Before(q.Since)) || (!q.Until.IsZero() && !e.Time.Before(q.Until)) ||
 			(q.Type != "" && e.Type != q.Type) || !q.After.before(e.Time, e.Pos) {
 			continue
@@ -124,7 +133,7 @@ func (m *Memory) Attempts(_ context.Context, tenant, webhookID string, q Attempt
 	limit := limitOf(q.Limit)
 	m.mu.RLock()
 	var out []Attempt
-	for _, a := range m.attempts[tenant] {
+	for _, a := range newest(m.attempts[tenant], m.attemptWindow) {
 		if a.WebhookID != webhookID || (!q.Since.IsZero() && a.Time.Before(q.Since)) || (!q.Until.IsZero() && !a.Time.Before(q.Until)) ||
 			(q.Outcome != "" && a.Outcome != q.Outcome) || (q.Status >= 0 && a.Status != q.Status) ||
 			(q.Cursor != "" && a.Cursor != q.Cursor) || !q.After.before(a.Time, a.Pos) {

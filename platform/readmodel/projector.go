@@ -202,7 +202,10 @@ func (p *Projector) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, p.cfg.ClientOpts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{control: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(250*time.Millisecond),
+		// Few, large fetches (the read model may lag by FetchMaxWait):
+		// the brokers serve deliveries too.
+		kgo.FetchMinBytes(256<<10),
+		kgo.FetchMaxWait(500*time.Millisecond),
 	)...)
 	if err != nil {
 		return fmt.Errorf("read model: kafka client: %w", err)

@@ -21,8 +21,9 @@ import (
 const attemptEventsBuffer = 50_000
 
 // attemptEventsLinger is how long the attempt log producer waits to fill
-// a batch.
-const attemptEventsLinger = 20 * time.Millisecond
+// a batch: few, large produce requests, so that the attempt log adds
+// little work for the brokers that deliveries also wait on.
+const attemptEventsLinger = 100 * time.Millisecond
 
 // attemptEvents appends every delivery attempt to its tenant's attempt
 // log topic (Names.AttemptLogTopic): batched (its own producer lingers)
