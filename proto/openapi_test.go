@@ -202,6 +202,7 @@ func TestOpenAPIOperations(t *testing.T) {
 		"GET /v1/topics/{topic}/events", "GET /v1/ws",
 		"POST /v1/webhooks", "GET /v1/webhooks", "GET /v1/webhooks/{id}", "PATCH /v1/webhooks/{id}", "DELETE /v1/webhooks/{id}",
 		"GET /v1/webhooks/{id}/dead-letters", "POST /v1/webhooks/{id}/dead-letters/replay",
+		"GET /v1/audit", "GET /v1/webhooks/{id}/attempts",
 		"POST /mcp", "GET /mcp", "DELETE /mcp",
 	}
 	sort.Strings(got)

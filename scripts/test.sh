@@ -41,11 +41,15 @@ if [[ ! -f services/msgmesh/apidocs/bundle/redoc.standalone.js && $require_real 
 fi
 
 started=0
+pg_started=0
 stop_broker() {
   local rc=$?
-  say "suite ran against: ${broker_desc:-none} (exit $rc)"
+  say "suite ran against: ${broker_desc:-none}; ${pg_desc:-no PostgreSQL} (exit $rc)"
   if [[ $started == 1 ]]; then
     scripts/kafka.sh stop || true
+  fi
+  if [[ $pg_started == 1 ]]; then
+    scripts/postgres.sh stop || true
   fi
   exit "$rc"
 }
@@ -73,6 +77,30 @@ else
 fi
 export MSGMESH_TEST_KAFKA_BROKERS
 say "suite runs against: $broker_desc"
+
+# PostgreSQL for the read model (platform/readmodel, integration/readmodel_test.go):
+# MSGMESH_TEST_POSTGRES_URL if set; otherwise scripts/postgres.sh's cluster
+# (started here and stopped at exit, unless it was already running). Without
+# one those tests skip, except with MSGMESH_TEST_REQUIRE_REAL_KAFKA=1.
+if [[ -n ${MSGMESH_TEST_POSTGRES_URL:-} ]]; then
+  pg_desc="PostgreSQL at $MSGMESH_TEST_POSTGRES_URL (from MSGMESH_TEST_POSTGRES_URL)"
+elif scripts/postgres.sh status 2>/dev/null; then
+  MSGMESH_TEST_POSTGRES_URL=$(scripts/postgres.sh url)
+  pg_desc="PostgreSQL at $MSGMESH_TEST_POSTGRES_URL (already running; left running)"
+elif pg_url=$(scripts/postgres.sh start | tail -n 1) && [[ -n $pg_url ]]; then
+  pg_started=1
+  MSGMESH_TEST_POSTGRES_URL=$pg_url
+  pg_desc="PostgreSQL at $MSGMESH_TEST_POSTGRES_URL (scripts/postgres.sh)"
+elif [[ $require_real == 1 ]]; then
+  say "error: MSGMESH_TEST_REQUIRE_REAL_KAFKA=1 but scripts/postgres.sh could not start PostgreSQL"
+  exit 1
+else
+  MSGMESH_TEST_POSTGRES_URL=
+  pg_desc="no PostgreSQL (scripts/postgres.sh start failed)"
+  say "warning: no PostgreSQL; the read model's PostgreSQL tests skip"
+fi
+export MSGMESH_TEST_POSTGRES_URL
+say "read model tests use: $pg_desc"
 
 # Extra args: flags pass through; if none of them names packages, test
 # ./... and the Go client's module (sdks/go, its own module in go.work),

@@ -33,6 +33,18 @@ import (
 // by secret scanners.
 const KeyPrefix = "mm_"
 
+// Actor names p in the audit log (controlstate.Event.Actor): "operator",
+// "key:<key id>" or "token:<jti> (key <key id>)".
+func (p Principal) Actor() string {
+	switch {
+	case p.Operator:
+		return "operator"
+	case p.TokenID != "":
+		return "token:" + p.TokenID + " (key " + p.KeyID + ")"
+	}
+	return "key:" + p.KeyID
+}
+
 // Principal is the authenticated caller.
 type Principal struct {
 	// Operator is true for the operator key; Tenant is then empty.

@@ -122,6 +122,8 @@ func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.
 		}
 		c.Set(ctxPrincipal, p)
 		c.Set(ctxCredential, strings.TrimSpace(cred))
+		// Control events appended for this request name who made it.
+		c.Request = c.Request.WithContext(controlstate.WithActor(c.Request.Context(), p.Actor()))
 		c.Next()
 	}
 }

@@ -30,6 +30,8 @@ type Config struct {
 	Realtime Realtime `mapstructure:"realtime"`
 	// Webhooks configures webhook delivery (the dispatcher).
 	Webhooks Webhooks `mapstructure:"webhooks"`
+	// Postgres holds the read model (audit log, webhook attempts).
+	Postgres Postgres `mapstructure:"postgres"`
 	// Secrets configures the key that encrypts the control log's secrets.
 	Secrets Secrets `mapstructure:"secrets"`
 	// Panel configures the browser panel at /panel/.
@@ -311,6 +313,15 @@ type Webhooks struct {
 	// logs a loud warning at start
 	// (MSGMESH_WEBHOOKS_UNSAFE_TEST_HOLD_RETRY_COMMIT). Zero: no wait.
 	UnsafeTestHoldRetryCommit time.Duration `mapstructure:"unsafe_test_hold_retry_commit"`
+}
+
+// Postgres configures the read model's database (platform/readmodel).
+type Postgres struct {
+	// URL is a PostgreSQL connection URL (postgres://user:pass@host:port/db,
+	// key postgres.url, MSGMESH_POSTGRES_URL). Empty (the default): GET
+	// /v1/audit and GET /v1/webhooks/{id}/attempts answer from a bounded
+	// in-memory window ("source": "memory").
+	URL string `mapstructure:"url"`
 }
 
 // Secrets configures the key-encryption key (KEK) that seals the secrets

@@ -117,6 +117,7 @@ var settingDocs = map[string]string{
 	"secrets.key_file":                       "file holding the key-encryption key (32 random bytes, base64 or hex) that seals the control log's secrets; empty: secrets.key, else <data_dir>/secrets.key (made on first start, mode 0600)",
 	"secrets.key":                            "the key-encryption key itself instead of a file (masked by --verify-config; prefer secrets.key_file)",
 	"secrets.previous_key_files":             "older key-encryption keys, decrypt only (comma-separated): at start every secret they sealed is re-wrapped under the current key",
+	"postgres.url":                           "PostgreSQL connection URL of the read model (audit log, webhook attempts; migrations applied at start); empty: a bounded in-memory window (masked by --verify-config)",
 	"bootstrap_admin_key":                    "makes sure tenant default exists with this admin key (mm_ and 32+ of [A-Za-z0-9_-]; see msgmesh genkey)",
 	"operator_key":                           "may manage tenants and token signing keys; at least 32 characters; empty disables operator calls",
 	"metrics.group_lag_interval":             "how often control plane processes measure every consumer group's Kafka lag (msgmesh_group_lag_records); 0 = off",

@@ -111,7 +111,7 @@ func (c Config) Validate() error {
 	}
 	return SortErrors(p.err(), c.HTTP.Validate(), c.Log.Validate(), c.Kafka.Validate(), c.Topics.Validate(),
 		c.Publish.Validate(), c.Poll.Validate(), c.Tokens.Validate(), c.Limits.Validate(),
-		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate(), c.Tracing.Validate(), c.Metrics.Validate())
+		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate(), c.Tracing.Validate(), c.Metrics.Validate(), c.Postgres.Validate())
 }
 
 // Validate checks the tracing settings.
@@ -136,6 +136,18 @@ func (m Metrics) Validate() error {
 	var p problems
 	if m.GroupLagInterval != 0 && m.GroupLagInterval < time.Second {
 		p.add("metrics.group_lag_interval", "want 0 (off) or at least 1s, got %v", m.GroupLagInterval)
+	}
+	return p.err()
+}
+
+// Validate checks postgres.*.
+func (pg Postgres) Validate() error {
+	var p problems
+	if pg.URL != "" {
+		u, err := url.Parse(pg.URL)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+			p.add("postgres.url", "want a URL postgres://user[:password]@host[:port]/database[?sslmode=...]")
+		}
 	}
 	return p.err()
 }

@@ -11,6 +11,7 @@
 package controlstate
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -46,6 +47,27 @@ type Event struct {
 	At time.Time `json:"at"`
 	// Data is the type's payload (one of the *Data structs).
 	Data json.RawMessage `json:"data"`
+	// Actor says who caused the event (the audit log shows it): "key:<key
+	// id>" or "token:<jti> (key <key id>)" for a tenant credential,
+	// "operator" for the operator key, "system" for MsgMesh itself
+	// (bootstrap, the dispatcher). Empty in events of earlier versions.
+	Actor string `json:"actor,omitempty"`
+}
+
+type actorKey struct{}
+
+// WithActor returns ctx carrying actor, which Log.Append writes into the
+// events appended with it (Event.Actor).
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// ActorFrom is the actor ctx carries (WithActor), or "system".
+func ActorFrom(ctx context.Context) string {
+	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
+		return a
+	}
+	return "system"
 }
 
 // TenantCreatedData creates a tenant, optionally with its first admin key.

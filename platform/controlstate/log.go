@@ -330,7 +330,7 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("controlstate: encode %s: %w", typ, err)
 	}
-	ev := Event{V: SchemaVersion, Type: typ, ID: newID(), At: time.Now().UTC(), Data: raw}
+	ev := Event{V: SchemaVersion, Type: typ, ID: newID(), At: time.Now().UTC(), Data: raw, Actor: ActorFrom(ctx)}
 	val, err := json.Marshal(ev)
 	if err != nil {
 		return Event{}, err

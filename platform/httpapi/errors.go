@@ -23,37 +23,38 @@ type Code struct {
 
 // The catalog. proto/openapi.yaml lists the same codes (a test checks).
 var (
-	CodeInvalidRequest    = Code{400, "invalid_request", "The request is malformed (bad JSON, a missing or invalid field). Fix it; retrying is pointless."}
-	CodeRoomNotSupported  = Code{400, "room_not_supported", "Poll is a whole-topic firehose and takes no room; use SSE or WebSocket to receive one room."}
-	CodeUnauthenticated   = Code{401, "unauthenticated", "No credential was sent. Send Authorization: Bearer <key>."}
-	CodeInvalidCredential = Code{401, "invalid_credential", "The credential is unknown or malformed. Obtain a new one; do not retry."}
-	CodeCredentialRevoked = Code{401, "credential_revoked", "The key (or the key that minted this token) was revoked. Obtain a new credential; do not retry."}
-	CodeTokenExpired      = Code{401, "token_expired", "The token expired. Fetch a fresh token from your backend and retry once."}
-	CodeKeyInURL          = Code{401, "key_in_url", "An API key was sent in the URL (?token=), where it would end up in logs and browser history. Send keys as Authorization: Bearer; the URL takes only short-lived tokens (POST /v1/tokens)."}
-	CodeInvalidToken      = Code{401, "invalid_token", "The token is malformed, its signature does not verify, or its signing key was retired. Obtain a new one; do not retry."}
-	CodeForbidden         = Code{403, "forbidden", "The credential's role or capabilities do not allow this operation; the message names what was refused."}
-	CodeTenantSuspended   = Code{403, "tenant_suspended", "The tenant is suspended for billing. Topping up lifts the suspension automatically; back off and retry."}
-	CodeNotFound          = Code{404, "not_found", "No such route or resource."}
-	CodeTopicNotFound     = Code{404, "topic_not_found", "The topic does not exist (with the strict topic gate on, publishing to a topic never created is 404). Check the name or create it."}
-	CodeTenantNotFound    = Code{404, "tenant_not_found", "The tenant does not exist."}
-	CodeKeyNotFound       = Code{404, "key_not_found", "The key does not exist in this tenant."}
-	CodeConsumerNotFound  = Code{404, "consumer_not_found", "The consumer is not held by this node (it expired or never polled); its unacknowledged batch will be delivered again."}
-	CodeMethodNotAllowed  = Code{405, "method_not_allowed", "The route exists but not with this method."}
-	CodeConflict          = Code{409, "conflict", "The resource already exists (decided in control-log order)."}
-	CodePayloadTooLarge   = Code{413, "payload_too_large", "A message, the request body or the batch count is over the configured limit. Split it."}
-	CodeUnsupportedMedia  = Code{415, "unsupported_media_type", "The Content-Type is not accepted on this route."}
-	CodeValidation        = Code{422, "validation_failed", "The request is well-formed but a value is not acceptable."}
-	CodeRateLimited       = Code{429, "rate_limited", "The tenant's request or message rate limit was exceeded. Back off and retry after Retry-After."}
-	CodeQuotaExceeded     = Code{429, "quota_exceeded", "The plan's monthly message quota is used up. Retry after Retry-After (the next month) or change plan."}
-	CodeTooManyConsumers  = Code{429, "too_many_consumers", "This node holds its maximum number of poll consumers. Retry later or reuse consumer names."}
-	CodeInternal          = Code{500, "internal", "An unexpected server error. Report the request_id."}
-	CodeKafkaUnavailable  = Code{503, "kafka_unavailable", "Kafka did not acknowledge in time; nothing is confirmed. Retry with backoff (a retried publish may duplicate)."}
-	CodeNotReady          = Code{503, "not_ready", "The node is still catching up with the control log. Retry shortly."}
-	CodeShuttingDown      = Code{503, "shutting_down", "The node is shutting down. Retry against another node."}
-	CodeInvalidCursor     = Code{400, "invalid_cursor", "The cursor or Last-Event-ID is malformed, names a partition the topic does not have, or an offset beyond the end of the log. Fix it, or reconnect without one to start live."}
-	CodeTooManySubs       = Code{429, "too_many_subscribers", "This node holds its maximum number of realtime subscribers. Retry after Retry-After, ideally against another node."}
-	CodeWebhookNotFound   = Code{404, "webhook_not_found", "The webhook does not exist in this tenant (deleting is final; a re-registered URL is a new webhook)."}
-	CodeTargetRefused     = Code{422, "webhook_target_refused", "The webhook URL is not a public https target: it is malformed, does not resolve, or resolves to a loopback, private, link-local, metadata or otherwise internal address. The message names the reason; register a public https URL."}
+	CodeInvalidRequest       = Code{400, "invalid_request", "The request is malformed (bad JSON, a missing or invalid field). Fix it; retrying is pointless."}
+	CodeRoomNotSupported     = Code{400, "room_not_supported", "Poll is a whole-topic firehose and takes no room; use SSE or WebSocket to receive one room."}
+	CodeUnauthenticated      = Code{401, "unauthenticated", "No credential was sent. Send Authorization: Bearer <key>."}
+	CodeInvalidCredential    = Code{401, "invalid_credential", "The credential is unknown or malformed. Obtain a new one; do not retry."}
+	CodeCredentialRevoked    = Code{401, "credential_revoked", "The key (or the key that minted this token) was revoked. Obtain a new credential; do not retry."}
+	CodeTokenExpired         = Code{401, "token_expired", "The token expired. Fetch a fresh token from your backend and retry once."}
+	CodeKeyInURL             = Code{401, "key_in_url", "An API key was sent in the URL (?token=), where it would end up in logs and browser history. Send keys as Authorization: Bearer; the URL takes only short-lived tokens (POST /v1/tokens)."}
+	CodeInvalidToken         = Code{401, "invalid_token", "The token is malformed, its signature does not verify, or its signing key was retired. Obtain a new one; do not retry."}
+	CodeForbidden            = Code{403, "forbidden", "The credential's role or capabilities do not allow this operation; the message names what was refused."}
+	CodeTenantSuspended      = Code{403, "tenant_suspended", "The tenant is suspended for billing. Topping up lifts the suspension automatically; back off and retry."}
+	CodeNotFound             = Code{404, "not_found", "No such route or resource."}
+	CodeTopicNotFound        = Code{404, "topic_not_found", "The topic does not exist (with the strict topic gate on, publishing to a topic never created is 404). Check the name or create it."}
+	CodeTenantNotFound       = Code{404, "tenant_not_found", "The tenant does not exist."}
+	CodeKeyNotFound          = Code{404, "key_not_found", "The key does not exist in this tenant."}
+	CodeConsumerNotFound     = Code{404, "consumer_not_found", "The consumer is not held by this node (it expired or never polled); its unacknowledged batch will be delivered again."}
+	CodeMethodNotAllowed     = Code{405, "method_not_allowed", "The route exists but not with this method."}
+	CodeConflict             = Code{409, "conflict", "The resource already exists (decided in control-log order)."}
+	CodePayloadTooLarge      = Code{413, "payload_too_large", "A message, the request body or the batch count is over the configured limit. Split it."}
+	CodeUnsupportedMedia     = Code{415, "unsupported_media_type", "The Content-Type is not accepted on this route."}
+	CodeValidation           = Code{422, "validation_failed", "The request is well-formed but a value is not acceptable."}
+	CodeRateLimited          = Code{429, "rate_limited", "The tenant's request or message rate limit was exceeded. Back off and retry after Retry-After."}
+	CodeQuotaExceeded        = Code{429, "quota_exceeded", "The plan's monthly message quota is used up. Retry after Retry-After (the next month) or change plan."}
+	CodeTooManyConsumers     = Code{429, "too_many_consumers", "This node holds its maximum number of poll consumers. Retry later or reuse consumer names."}
+	CodeInternal             = Code{500, "internal", "An unexpected server error. Report the request_id."}
+	CodeKafkaUnavailable     = Code{503, "kafka_unavailable", "Kafka did not acknowledge in time; nothing is confirmed. Retry with backoff (a retried publish may duplicate)."}
+	CodeNotReady             = Code{503, "not_ready", "The node is still catching up with the control log. Retry shortly."}
+	CodeShuttingDown         = Code{503, "shutting_down", "The node is shutting down. Retry against another node."}
+	CodeInvalidCursor        = Code{400, "invalid_cursor", "The cursor or Last-Event-ID is malformed, names a partition the topic does not have, or an offset beyond the end of the log. Fix it, or reconnect without one to start live."}
+	CodeTooManySubs          = Code{429, "too_many_subscribers", "This node holds its maximum number of realtime subscribers. Retry after Retry-After, ideally against another node."}
+	CodeWebhookNotFound      = Code{404, "webhook_not_found", "The webhook does not exist in this tenant (deleting is final; a re-registered URL is a new webhook)."}
+	CodeTargetRefused        = Code{422, "webhook_target_refused", "The webhook URL is not a public https target: it is malformed, does not resolve, or resolves to a loopback, private, link-local, metadata or otherwise internal address. The message names the reason; register a public https URL."}
+	CodeReadModelUnavailable = Code{503, "read_model_unavailable", "The read model's database (PostgreSQL) is not reachable; publish and delivery are unaffected. Retry with backoff."}
 	// net/http's own answers to requests it cannot parse (ErrorFormatListener).
 	CodeExpectationFailed = Code{417, "expectation_failed", "The request has an Expect header other than 100-continue, which the server cannot meet. Send it without."}
 	CodeHeadersTooLarge   = Code{431, "request_headers_too_large", "The request line and headers are over the server's limit (1 MiB). Send fewer or smaller headers."}
@@ -68,7 +69,7 @@ var Catalog = []Code{
 	CodeKeyNotFound, CodeConsumerNotFound, CodeMethodNotAllowed, CodeConflict, CodePayloadTooLarge,
 	CodeUnsupportedMedia, CodeValidation, CodeRateLimited, CodeQuotaExceeded, CodeTooManyConsumers, CodeInternal,
 	CodeKafkaUnavailable, CodeNotReady, CodeShuttingDown, CodeInvalidCursor, CodeTooManySubs,
-	CodeWebhookNotFound, CodeTargetRefused,
+	CodeWebhookNotFound, CodeTargetRefused, CodeReadModelUnavailable,
 	CodeExpectationFailed, CodeHeadersTooLarge, CodeNotImplemented, CodeHTTPVersion,
 }
 

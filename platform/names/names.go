@@ -20,6 +20,7 @@
 //	webhook group   <prefix>.<tenant>.wh.<webhook id>
 //	retry topic     <prefix>.<tenant>.wh.retry (and its group)
 //	attempts topic  <prefix>.<tenant>.wh.attempts
+//	attempt log     <prefix>.<tenant>.wh.attempt_log
 //	dead letters    <prefix>.<tenant>.dlq
 //
 // Kafka treats "." and "_" alike when it compares topic names (both become
@@ -132,11 +133,32 @@ func (m Mapper) DLQTopic(tenant string) string { return m.Prefix + "." + tenant 
 // <prefix>.<tenant>.wh.attempts.
 func (m Mapper) AttemptsTopic(tenant string) string { return m.Prefix + "." + tenant + ".wh.attempts" }
 
+// AttemptLogTopic holds every webhook delivery attempt of a tenant (the
+// read model's source), <prefix>.<tenant>.wh.attempt_log. Unlike
+// AttemptsTopic it is not compacted: one record per attempt.
+func (m Mapper) AttemptLogTopic(tenant string) string {
+	return m.Prefix + "." + tenant + ".wh.attempt_log"
+}
+
+// SplitAttemptLogTopic returns the tenant of an AttemptLogTopic name; ok
+// is false for other names.
+func (m Mapper) SplitAttemptLogTopic(kafkaTopic string) (tenant string, ok bool) {
+	rest, found := strings.CutPrefix(kafkaTopic, m.Prefix+".")
+	if !found {
+		return "", false
+	}
+	tenant, found = strings.CutSuffix(rest, ".wh.attempt_log")
+	if !found || Tenant(tenant) != nil {
+		return "", false
+	}
+	return tenant, true
+}
+
 // InternalTopics lists every Kafka topic MsgMesh keeps for itself that a
 // tenant topic of tenant could meet: the tenant's own ones and the
 // process-wide ones.
 func (m Mapper) InternalTopics(tenant string) []string {
-	return []string{m.RetryTopic(tenant), m.DLQTopic(tenant), m.AttemptsTopic(tenant), m.ControlTopic(), m.UsageTopic()}
+	return []string{m.RetryTopic(tenant), m.DLQTopic(tenant), m.AttemptsTopic(tenant), m.AttemptLogTopic(tenant), m.ControlTopic(), m.UsageTopic()}
 }
 
 // SplitKafkaTopic reverses KafkaTopic; ok is false for other names.

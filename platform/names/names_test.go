@@ -72,7 +72,7 @@ func TestTenantTopicsCannotCollideWithInternalTopics(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"wh_retry", "wh_x", "dlq_1"} {
+	for _, bad := range []string{"wh_retry", "wh_x", "dlq_1", "wh_attempt_log", "wh_attempts"} {
 		err := Topic(bad)
 		if err == nil || !strings.Contains(err.Error(), "reserved") {
 			t.Errorf("Topic(%q) = %v, want reserved", bad, err)
@@ -81,6 +81,24 @@ func TestTenantTopicsCannotCollideWithInternalTopics(t *testing.T) {
 	for _, ok := range []string{"whx", "wh-retry", "dlqs", "my_wh_retry", "WH_retry"} {
 		if err := Topic(ok); err != nil {
 			t.Errorf("Topic(%q) = %v, want ok", ok, err)
+		}
+	}
+}
+
+func TestAttemptLogTopic(t *testing.T) {
+	m := Mapper{Prefix: "msgmesh"}
+	if got := m.AttemptLogTopic("acme"); got != "msgmesh.acme.wh.attempt_log" {
+		t.Fatalf("AttemptLogTopic = %q", got)
+	}
+	if Collide(m.AttemptLogTopic("acme"), m.AttemptsTopic("acme")) {
+		t.Fatal("the attempt log collides with the attempts topic")
+	}
+	if tenant, ok := m.SplitAttemptLogTopic("msgmesh.a-b.wh.attempt_log"); !ok || tenant != "a-b" {
+		t.Fatalf("SplitAttemptLogTopic = %q, %v", tenant, ok)
+	}
+	for _, other := range []string{"msgmesh.acme.wh.attempts", "msgmesh.acme.orders", "other.acme.wh.attempt_log", "msgmesh.A.wh.attempt_log", "msgmesh..wh.attempt_log"} {
+		if _, ok := m.SplitAttemptLogTopic(other); ok {
+			t.Errorf("SplitAttemptLogTopic(%q) accepted", other)
 		}
 	}
 }

@@ -378,6 +378,33 @@ func TestConformance(t *testing.T) {
 	}
 	c.expect("retire unknown signing key", c.do("POST", "/v1/signing-keys/sk_0000000000000000/retire", operatorKey, "", nil), 404, "")
 
+	// The audit log (the in-memory window: no postgres.url here).
+	var audit []any
+	eventually(t, "the audit log", func() bool {
+		r := c.expect("audit", c.json("GET", "/v1/audit", adminKey, nil), 200, "").json(t)
+		audit, _ = r["events"].([]any)
+		return r["source"] == "memory" && len(audit) >= 6
+	})
+	first := c.expect("audit page 1", c.json("GET", "/v1/audit?limit=2", adminKey, nil), 200, "").json(t)
+	next, _ := first["next"].(string)
+	if len(first["events"].([]any)) != 2 || next == "" {
+		t.Errorf("audit page 1: %v", first)
+	}
+	second := c.expect("audit page 2", c.json("GET", "/v1/audit?limit=2&after="+next, adminKey, nil), 200, "").json(t)
+	if ev := second["events"].([]any); len(ev) != 2 || ev[0].(map[string]any)["id"] != audit[2].(map[string]any)["id"] {
+		t.Errorf("audit page 2 does not continue page 1: %v", second)
+	}
+	for _, e := range c.expect("audit of key.created", c.json("GET", "/v1/audit?type=key.created", adminKey, nil), 200, "").json(t)["events"].([]any) {
+		if ev := e.(map[string]any); ev["type"] != "key.created" || ev["actor"] == "" {
+			t.Errorf("audit type filter: %v", ev)
+		}
+	}
+	c.expect("audit bad since", c.json("GET", "/v1/audit?since=yesterday", adminKey, nil), 400, "invalid_request")
+	c.expect("audit bad after", c.json("GET", "/v1/audit?after=nonsense", adminKey, nil), 400, "invalid_request")
+	c.expect("audit limit 0", c.json("GET", "/v1/audit?limit=0", adminKey, nil), 400, "invalid_request")
+	c.expect("audit as consumer", c.json("GET", "/v1/audit", consumer, nil), 403, "forbidden")
+	c.expect("attempts of an unknown webhook", c.json("GET", "/v1/webhooks/wh_0000000000000000/attempts", adminKey, nil), 404, "webhook_not_found")
+
 	// Routes outside the spec.
 	c.expect("unknown route", c.json("GET", "/v1/nope", adminKey, nil), 404, "not_found")
 	c.expect("wrong method", c.json("PUT", "/v1/topics", adminKey, nil), 405, "method_not_allowed")

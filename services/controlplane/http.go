@@ -52,6 +52,7 @@ func (s *Service) Routes(r gin.IRouter) {
 	r.GET("/v1/topics/:topic", s.getTopic)
 	r.DELETE("/v1/topics/:topic", s.deleteTopic)
 	s.webhookRoutes(r)
+	s.readModelRoutes(r)
 }
 
 // TopicView is a topic as the API shows it.

@@ -22,6 +22,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/platform/readmodel"
 )
 
 // DefaultTenant is the tenant the bootstrap admin key belongs to.
@@ -38,6 +39,8 @@ type Service struct {
 	mapper names.Mapper
 	// webhooks serves /v1/webhooks once SetWebhooks is called (webhooks.go).
 	webhooks *webhookDeps
+	// readModel serves the audit log and webhook attempts (readmodel.go).
+	readModel readmodel.Store
 }
 
 // New returns a Service appending to clog and managing Kafka topics with adm.

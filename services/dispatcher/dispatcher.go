@@ -128,6 +128,8 @@ type Dispatcher struct {
 
 	attempts    *prometheus.CounterVec
 	deadLetters prometheus.Counter
+	// events appends every attempt to the tenant's attempt log.
+	events *attemptEvents
 }
 
 // worker is a running consumer (a webhook's member or a tenant's retry
@@ -210,10 +212,15 @@ func New(cfg Config) (*Dispatcher, error) {
 	for o := Delivered; o <= Refused; o++ {
 		d.attempts.WithLabelValues(o.String()) // every outcome's series exists from the start
 	}
+	if d.events, err = newAttemptEvents(cfg, d.names); err != nil {
+		prod.Close()
+		return nil, fmt.Errorf("dispatcher: attempt log producer: %w", err)
+	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{d.attempts, d.deadLetters} {
+		for _, c := range []prometheus.Collector{d.attempts, d.deadLetters, d.events.dropped, d.events.failed} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				prod.Close()
+				d.events.cl.Close()
 				return nil, fmt.Errorf("dispatcher: metrics: %w", err)
 			}
 		}
@@ -278,6 +285,9 @@ func (d *Dispatcher) Close(context.Context) {
 		<-d.ran
 	}
 	d.stopAll()
+	fctx, cancel := context.WithTimeout(context.Background(), d.cfg.RequestTimeout)
+	defer cancel()
+	d.events.close(fctx)
 	d.prod.Close()
 }
 
@@ -479,7 +489,7 @@ func (d *Dispatcher) checkTopics(ctx context.Context, tenants map[string]bool) {
 	d.ensuredMu.Lock()
 	for t := range tenants {
 		if e := d.ensured[t]; e != nil && e.done {
-			topics = append(topics, d.names.RetryTopic(t), d.names.DLQTopic(t), d.names.AttemptsTopic(t))
+			topics = append(topics, d.names.RetryTopic(t), d.names.DLQTopic(t), d.names.AttemptsTopic(t), d.names.AttemptLogTopic(t))
 		}
 	}
 	d.ensuredMu.Unlock()
@@ -495,7 +505,7 @@ func (d *Dispatcher) checkTopics(ctx context.Context, tenants map[string]bool) {
 	d.ensuredMu.Lock()
 	defer d.ensuredMu.Unlock()
 	for t := range tenants {
-		for _, topic := range []string{d.names.RetryTopic(t), d.names.DLQTopic(t), d.names.AttemptsTopic(t)} {
+		for _, topic := range []string{d.names.RetryTopic(t), d.names.DLQTopic(t), d.names.AttemptsTopic(t), d.names.AttemptLogTopic(t)} {
 			if td, ok := details[topic]; !ok || topicGone(td.Err) {
 				if e := d.ensured[t]; e != nil && e.done {
 					e.done = false
@@ -580,7 +590,9 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *le
 		pctx, span = d.startAttemptSpan(pctx, wh, l)
 		defer func() { endAttemptSpan(span, res) }()
 	}
+	at := time.Now()
 	res = d.post(pctx, wh.URL, wh.Secret, l.MessageID, l.body())
+	d.events.record(*l, res, at, time.Since(at))
 	d.attempts.WithLabelValues(res.Outcome.String()).Inc()
 	if res.Outcome != Delivered {
 		d.log.Debug("webhook attempt failed", "webhook", wh.ID, "message", l.MessageID, "attempt", l.Attempt,

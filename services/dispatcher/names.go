@@ -23,6 +23,7 @@ import (
 //	retry topic     <prefix>.<tenant>.wh.retry (and its group of the same name)
 //	dead letters    <prefix>.<tenant>.dlq                   retention.ms 30 days
 //	attempts        <prefix>.<tenant>.wh.attempts           compacted; POSTs in flight
+//	attempt log     <prefix>.<tenant>.wh.attempt_log        every attempt (platform/readmodel)
 //	inspection      <prefix>.<tenant>.wh.<id>.dlq-inspect   (group; one-shot reads)
 //	replay          <prefix>.<tenant>.wh.<id>.dlq-replay    (group; replay watermark)
 type Names struct{ Prefix string }
@@ -39,6 +40,10 @@ func (n Names) DLQTopic(tenant string) string { return n.mapper().DLQTopic(tenan
 
 // AttemptsTopic counts the tenant's POSTs in flight (see attemptLog).
 func (n Names) AttemptsTopic(tenant string) string { return n.mapper().AttemptsTopic(tenant) }
+
+// AttemptLogTopic holds every attempt of the tenant's webhooks (see
+// attemptEvents), read by the read model.
+func (n Names) AttemptLogTopic(tenant string) string { return n.mapper().AttemptLogTopic(tenant) }
 
 func (n Names) mapper() names.Mapper { return names.Mapper{Prefix: n.Prefix} }
 
@@ -65,8 +70,8 @@ type TopicSpec struct {
 	MaxMessageBytes int
 }
 
-// EnsureTopics makes tenant's retry, dead-letter and attempts topics when
-// missing.
+// EnsureTopics makes tenant's retry, dead-letter, attempts and attempt log
+// topics when missing.
 // Safe to call repeatedly and from any node.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string, spec TopicSpec) error {
 	_, err := ensureTopics(ctx, adm, n, tenant, spec)
@@ -112,5 +117,5 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, n Names, tenant string,
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return created, fmt.Errorf("create %s: %w", topic, err)
 	}
-	return created, nil
+	return ensureAttemptLog(ctx, adm, n, tenant, spec, created)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"reflect"
 	"sort"
@@ -233,6 +234,17 @@ func describe(c config.Config) string {
 		val := config.FormatValue(m[k])
 		if (strings.HasSuffix(k, "_key") || k == "secrets.key" || strings.HasSuffix(k, "password")) && val != "" && val != "[]" {
 			val = "(set)"
+		}
+		if k == "postgres.url" && val != "" {
+			if u, err := url.Parse(val); err == nil && u.User != nil {
+				if _, has := u.User.Password(); has {
+					u.User = url.UserPassword(u.User.Username(), "(set)")
+				}
+				val = u.Redacted()
+				val = strings.Replace(val, "xxxxx", "(set)", 1)
+			} else if err != nil {
+				val = "(set)"
+			}
 		}
 		fmt.Fprintf(&b, "  %s = %s\n", k, val)
 	}

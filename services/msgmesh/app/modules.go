@@ -38,6 +38,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/limits"
 	"github.com/msgmesh/msgmesh/platform/logging"
 	"github.com/msgmesh/msgmesh/platform/names"
+	"github.com/msgmesh/msgmesh/platform/readmodel"
 	"github.com/msgmesh/msgmesh/platform/tracing"
 	"github.com/msgmesh/msgmesh/services/controlplane"
 	"github.com/msgmesh/msgmesh/services/gateway"
@@ -117,8 +118,9 @@ type App struct {
 	cp         *controlplane.Service
 	gw         *gateway.Gateway
 	rt         *realtime.Service
-	wh         *webhookParts // dispatcher.go
-	mcp        *mcp.Server   // mcp.go
+	wh         *webhookParts        // dispatcher.go
+	mcp        *mcp.Server          // mcp.go
+	projector  *readmodel.Projector // readmodel.go
 	authn      *auth.Authenticator
 	keyring    *keyring.Keyring
 	panel      *panel.Panel    // panel.go
@@ -486,7 +488,13 @@ func (a *App) readyz(c *gin.Context) {
 		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeKafkaUnavailable, "Kafka is not reachable"))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	body := gin.H{"status": "ready"}
+	if a.projector != nil {
+		// The read model never holds readiness back (a database outage
+		// pauses it and nothing else): its state is detail.
+		body["read_model"] = a.projector.Status()
+	}
+	c.JSON(http.StatusOK, body)
 }
 
 // kafkaErr is why the control log or the usage topic could not be read
@@ -532,6 +540,9 @@ func (a *App) controlPlane() *controlplane.Service {
 
 func (a *App) initControlPlane(ctx context.Context) error {
 	cp := a.controlPlane()
+	if err := a.initReadModel(ctx); err != nil {
+		return err
+	}
 	cp.Routes(a.api)
 	if iv := a.cfg.Metrics.GroupLagInterval; iv > 0 {
 		lag := grouplag.New(a.adm, a.cfg.Kafka.TopicPrefix, iv, a.cfg.Kafka.RequestTimeout, a.log.With("component", "grouplag"))
