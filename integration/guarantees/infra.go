@@ -95,24 +95,32 @@ type node struct {
 
 func (n *node) url() string { return "http://" + n.addr }
 
-// serves reports whether the node answers HTTP (every target but the
-// dispatcher has the API listener).
+// serves reports whether the node serves role's API.
 func (n *node) serves(role string) bool {
 	return n.target == "all" || n.target == role
 }
 
 func (n *node) start(t testing.TB) {
 	t.Helper()
-	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
+	if err := n.startErr(h.Binary(t)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startErr starts the process (bin serve --target=...) and waits until it
+// is ready; safe off the test goroutine.
+func (n *node) startErr(bin string) error {
+	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(f, "==== start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(h.Binary(t), "serve", "--target="+n.target)
+	cmd := exec.Command(bin, "serve", "--target="+n.target)
 	cmd.Env = n.env
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		f.Close()
+		return err
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); f.Close(); close(exited) }()
@@ -120,12 +128,13 @@ func (n *node) start(t testing.TB) {
 	n.cmd, n.exited, n.paused = cmd, exited, false
 	n.mu.Unlock()
 	if err := n.waitReady(exited); err != nil {
-		t.Fatalf("%s (%s): %v\n%s", n.name, n.target, err, n.tail(40))
+		return fmt.Errorf("%s (%s): %v\n%s", n.name, n.target, err, n.tail(40))
 	}
+	return nil
 }
 
-// waitReady waits for /readyz (or, for a process without the HTTP API,
-// the "msgmesh serving" log line).
+// waitReady waits for /readyz (every target serves it, the dispatcher
+// too).
 func (n *node) waitReady(exited chan struct{}) error {
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
@@ -134,11 +143,7 @@ func (n *node) waitReady(exited chan struct{}) error {
 			return fmt.Errorf("exited early")
 		default:
 		}
-		if n.target == "dispatcher" {
-			if strings.Contains(n.tail(0), "msgmesh serving") {
-				return nil
-			}
-		} else if r, err := quick.Get(n.url() + "/readyz"); err == nil {
+		if r, err := quick.Get(n.url() + "/readyz"); err == nil {
 			_, _ = io.Copy(io.Discard, r.Body)
 			r.Body.Close()
 			if r.StatusCode == 200 {

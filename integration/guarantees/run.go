@@ -3,8 +3,8 @@ package guarantees
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,7 +25,8 @@ const (
 	topic         = "g"
 	partitions    = 3
 	rooms         = 6
-	replayWindow  = 1500
+	replayWindow  = 200
+	awayDuration  = 14 * time.Second // beyond the replay window at the producers' rate
 	maxAttempts   = 4
 	attemptTO     = time.Second
 	pollSession   = 6 * time.Second
@@ -42,7 +43,7 @@ type Mode struct {
 }
 
 // Short runs inside go test ./... (about two minutes for both configurations).
-var Short = Mode{Name: "short", Duration: 45 * time.Second, Rate: 60, Faults: 6}
+var Short = Mode{Name: "short", Duration: 35 * time.Second, Rate: 60, Faults: 7}
 
 // Long is make guarantees: at least 100,000 acknowledged messages and 50
 // faults over both configurations.
@@ -86,6 +87,7 @@ type run struct {
 	recvs []*streamRecv
 	poll  *pollGroup
 	slow  *streamRecv
+	away  *streamRecv
 }
 
 type ackInfo struct {
@@ -160,10 +162,12 @@ func (r *run) setup() {
 		)
 		r.nodes = append(r.nodes, n)
 	}
+	bin := h.Binary(t)
+	errs := make([]error, len(r.nodes))
 	var wg sync.WaitGroup
-	for _, n := range r.nodes {
+	for i, n := range r.nodes {
 		wg.Add(1)
-		go func() { defer wg.Done(); n.start(t) }()
+		go func() { defer wg.Done(); errs[i] = n.startErr(bin) }()
 	}
 	wg.Wait()
 	t.Cleanup(func() {
@@ -171,6 +175,11 @@ func (r *run) setup() {
 			n.kill()
 		}
 	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	cp := r.role("controlplane")[0]
 	h.CreateTopic(t, cp.url(), r.cluster.AdminKey, topic, partitions)
 	r.whID = h.CreateWebhook(t, cp.url(), r.cluster.AdminKey, topic, r.wh.URL+"/hook", "").ID
@@ -269,7 +278,7 @@ func (r *run) ackedIn(room string) map[string]ackInfo {
 
 // faultKinds are the faults, drawn from the seed; every run makes each
 // at least once (when it has that many faults).
-var faultKinds = []string{"kill9", "pause", "cut", "stall", "slow", "webhook_down"}
+var faultKinds = []string{"kill9", "pause", "cut", "stall", "slow", "away", "webhook_down"}
 
 // faults runs n faults, one every d/(n+1) plus the time each takes, each
 // kind once first (in an order drawn from the seed), then drawn at random.
@@ -328,6 +337,9 @@ func (r *run) fault(ctx context.Context, kind string, brokerRestart func()) {
 		time.Sleep(d)
 		r.slow.setSlow(false)
 		r.hist.add("slow subscriber fast again")
+	case "away":
+		r.hist.add("FAULT %s goes away for %v", r.away.name, awayDuration)
+		r.away.goAway(awayDuration)
 	case "webhook_down":
 		d := time.Duration(1500+r.rng.IntN(3000)) * time.Millisecond
 		mode := []int{503, hang}[r.rng.IntN(2)]
@@ -387,7 +399,8 @@ func runLayout(t *testing.T, mode Mode, lay layout, seed uint64, brokers []strin
 		r.newWS(ctx, "ws room r2", "r2"),
 	}
 	r.slow = r.newWS(ctx, "ws slow", "")
-	r.recvs = append(r.recvs, r.slow)
+	r.away = r.newWS(ctx, "ws away", "")
+	r.recvs = append(r.recvs, r.slow, r.away)
 	r.poll = r.newPollGroup(ctx, 2)
 	for _, s := range r.recvs {
 		s.waitLive(t)

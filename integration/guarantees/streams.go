@@ -34,6 +34,8 @@ type streamRecv struct {
 	live    chan struct{}
 	liveOne sync.Once
 	slow    atomic.Bool
+	away    atomic.Int64 // stay disconnected until this UnixNano
+	conn    *websocket.Conn
 	done    chan struct{}
 	cancel  context.CancelFunc
 }
@@ -65,6 +67,17 @@ func newStream(name, room, kind string) *streamRecv {
 }
 
 func (s *streamRecv) setSlow(v bool) { s.slow.Store(v) }
+
+// goAway disconnects a WebSocket subscriber and keeps it away for d: it
+// then resumes from its position, which may be beyond the replay window.
+func (s *streamRecv) goAway(d time.Duration) {
+	s.away.Store(time.Now().Add(d).UnixNano())
+	s.mu.Lock()
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	s.mu.Unlock()
+}
 
 func (s *streamRecv) waitLive(t testing.TB) {
 	select {
@@ -170,9 +183,13 @@ func (r *run) newWS(ctx context.Context, name, room string) *streamRecv {
 				return
 			}
 			r.hist.add("%s: connection ended: %v", name, err)
+			wait := 100 * time.Millisecond
+			if d := time.Until(time.Unix(0, s.away.Load())); d > wait {
+				wait = d
+			}
 			select {
 			case <-cctx.Done():
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(wait):
 			}
 		}
 	}()
@@ -191,7 +208,11 @@ func (s *streamRecv) wsOnce(ctx context.Context, r *run) error {
 		return fmt.Errorf("dial: %v", err)
 	}
 	defer conn.Close()
-	go func() { <-ctx.Done(); conn.Close() }()
+	s.mu.Lock()
+	s.conn = conn
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
 	s.mu.Lock()
 	from := s.lastPos
 	s.mu.Unlock()

@@ -58,11 +58,13 @@ const (
 
 // deps is the dependency graph; a target's modules start after theirs.
 var deps = map[string][]string{
-	All:           {ControlPlane, Gateway, Realtime, Dispatcher},
-	ControlPlane:  {modKafka, modControlLog, modServer},
-	Gateway:       {modKafka, modControlLog, modServer},
-	Realtime:      {modKafka, modControlLog, modServer},
-	Dispatcher:    {modKafka, modControlLog},
+	All:          {ControlPlane, Gateway, Realtime, Dispatcher},
+	ControlPlane: {modKafka, modControlLog, modServer},
+	Gateway:      {modKafka, modControlLog, modServer},
+	Realtime:     {modKafka, modControlLog, modServer},
+	// The dispatcher has no API of its own, but a process running it alone
+	// still serves /healthz, /readyz and /metrics (its webhook counters).
+	Dispatcher:    {modKafka, modControlLog, modServer},
 	modControlLog: {modKafka},
 	modLimits:     {modKafka},
 	modServer:     {modControlLog, modLimits},
@@ -75,7 +77,7 @@ var Targets = map[string]string{
 	ControlPlane: "tenants, keys and topics (/v1/tenants, /v1/keys, /v1/topics)",
 	Gateway:      "publish, poll and commit (/v1/topics/{topic}/messages|poll|commit)",
 	Realtime:     "SSE and WebSocket delivery (/v1/topics/{topic}/events, /v1/ws)",
-	Dispatcher:   "webhook delivery: retries, dead letters, the SSRF guard (no HTTP API; /v1/webhooks is the control plane's)",
+	Dispatcher:   "webhook delivery: retries, dead letters, the SSRF guard (only /healthz, /readyz and /metrics; /v1/webhooks is the control plane's)",
 }
 
 // service is a running module: Run blocks until ctx ends or it fails;
