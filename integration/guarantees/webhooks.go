@@ -244,7 +244,8 @@ func (w *whReceiver) check(r *run, all map[string]ackInfo) Row {
 		}
 		if len(as) > limit {
 			extra := len(as) - limit
-			boundary := r.dispatcherFault(as[limit-1].at, as[len(as)-1].at)
+			// The attempt whose outcome was lost may be any of them.
+			boundary := r.dispatcherFault(as[0].at, as[len(as)-1].at)
 			if end >= 0 && as[end].answer == 200 {
 				row.Dups += extra
 			}
