@@ -48,14 +48,29 @@ func (hs *history) add(format string, a ...any) {
 	hs.mu.Unlock()
 }
 
-// around returns the events within d of at, formatted.
-func (hs *history) around(at time.Time, d time.Duration) string {
+// report is the history for a failure: everything when it is short,
+// else the faults, resyncs and anomalies with the lines around each
+// anomaly's subject (its cursor).
+func (hs *history) report() string {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	var b strings.Builder
+	line := func(e event) { fmt.Fprintf(&b, "  %8.3fs %s\n", e.at.Sub(hs.start).Seconds(), e.what) }
+	if len(hs.evs) <= 1500 {
+		for _, e := range hs.evs {
+			line(e)
+		}
+		return b.String()
+	}
+	b.WriteString("  (long history: faults, restarts, resyncs and anomalies only)\n")
+	shown := 0
 	for _, e := range hs.evs {
-		if e.at.After(at.Add(-d)) && e.at.Before(at.Add(d)) {
-			fmt.Fprintf(&b, "  %8.3fs %s\n", e.at.Sub(hs.start).Seconds(), e.what)
+		w := e.what
+		if strings.HasPrefix(w, "FAULT ") || strings.HasPrefix(w, "restarted") || strings.HasPrefix(w, "resumed") || strings.Contains(w, "resync") || strings.HasPrefix(w, "(log of") {
+			line(e)
+		} else if strings.HasPrefix(w, "ANOMALY") && shown < 200 {
+			line(e)
+			shown++
 		}
 	}
 	return b.String()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	h "github.com/msgmesh/msgmesh/integration/harness"
+	"github.com/msgmesh/msgmesh/platform/kafkatest"
 	msgmesh "github.com/msgmesh/msgmesh/sdks/go"
 )
 
@@ -385,9 +386,12 @@ type Row struct {
 func runLayout(t *testing.T, mode Mode, lay layout, seed uint64, brokers []string, brokerRestart func()) Result {
 	r := &run{
 		t: t, mode: mode, lay: lay, seed: seed, rng: rand.New(rand.NewPCG(seed, 1)),
-		hist: newHistory(), cluster: h.NewCluster(t), brokers: brokers, acked: map[string]ackInfo{},
+		hist: newHistory(), brokers: brokers, acked: map[string]ackInfo{},
+		// The cluster on the broker chosen by the caller (h.NewCluster
+		// would pick one itself).
+		cluster: &h.Cluster{Brokers: brokers, Kind: kafkatest.KindReal, Prefix: strings.ReplaceAll(kafkatest.Name("gt"), "-", ""),
+			AdminKey: h.NewKey(), OperatorKey: "op_" + h.NewKey(), SecretsKey: h.NewSecretsKey()},
 	}
-	r.cluster.Brokers = brokers
 	r.setup()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -412,6 +416,18 @@ func runLayout(t *testing.T, mode Mode, lay layout, seed uint64, brokers []strin
 		go func() { defer pwg.Done(); r.produce(pctx, p, mode.Rate/2) }()
 	}
 	began := time.Now()
+	if mode.Name != Short.Name {
+		go func() { // progress, for the long runs
+			for {
+				select {
+				case <-pctx.Done():
+					return
+				case <-time.After(time.Minute):
+					t.Logf("%s: %v: %d acknowledged", lay.name, time.Since(began).Round(time.Second), len(r.ackedIn("")))
+				}
+			}
+		}()
+	}
 	nf := r.faults(ctx, mode.Faults, mode.Duration, brokerRestart)
 	sleepCtx(ctx, time.Until(began.Add(mode.Duration)))
 	pcancel()
@@ -452,7 +468,7 @@ func runLayout(t *testing.T, mode Mode, lay layout, seed uint64, brokers []strin
 		}
 	}
 	if len(res.Fail) > 0 {
-		t.Logf("history of %s (seed %d):\n%s", lay.name, seed, r.hist.around(time.Now(), 24*time.Hour))
+		t.Logf("history of %s (seed %d):\n%s", lay.name, seed, r.hist.report())
 		for _, n := range r.nodes {
 			t.Logf("%s (%s) last log lines:\n%s", n.name, n.target, n.tail(30))
 		}
