@@ -46,11 +46,15 @@ func TestGuarantees(t *testing.T) {
 	}
 	var results []Result
 	for i, lay := range []layout{allInOne, split} {
-		res := runLayout(t, mode, lay, seed+uint64(i), brokers, restart)
-		results = append(results, res)
-		for _, f := range res.Fail {
-			t.Errorf("%s (seed %d): %s", lay.name, res.Seed, f)
-		}
+		// A subtest per layout: its processes are stopped before the next
+		// layout starts.
+		t.Run(strings.ReplaceAll(lay.name, " ", "_"), func(t *testing.T) {
+			res := runLayout(t, mode, lay, seed+uint64(i), brokers, restart)
+			results = append(results, res)
+			for _, f := range res.Fail {
+				t.Errorf("%s (seed %d): %s", lay.name, res.Seed, f)
+			}
+		})
 	}
 	table := Table(mode, results)
 	t.Logf("guarantees tables:\n%s", table)
