@@ -75,6 +75,7 @@ type run struct {
 	cluster *h.Cluster
 	brokers []string
 	nodes   []*node
+	rooms   []string // spread evenly over the partitions
 	proxy   *proxy
 	wh      *whReceiver
 	whID    string
@@ -97,6 +98,33 @@ type ackInfo struct {
 }
 
 func roomName(i int) string { return "r" + strconv.Itoa(i) }
+
+// pickRooms publishes a probe in candidate rooms (never counted) until it
+// has rooms/partitions rooms on each partition, so that the load (and the
+// webhook's sequential work per partition) is spread evenly.
+func (r *run) pickRooms() {
+	gw := r.role("gateway")[0]
+	per := map[int32]int{}
+	for i := 0; len(r.rooms) < rooms && i < 200; i++ {
+		name := roomName(i)
+		resp := h.Do(r.t, gw.url(), "POST", "/v1/topics/"+topic+"/messages", r.cluster.AdminKey, map[string]any{"data": "probe", "room": name})
+		if resp.Status != 200 {
+			r.t.Fatalf("probe publish: %d %s", resp.Status, resp.Body)
+		}
+		p, _, err := msgmesh.ParseCursor(resp.JSON(r.t)["cursor"].(string))
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if per[p] < rooms/partitions {
+			per[p]++
+			r.rooms = append(r.rooms, name)
+		}
+	}
+	if len(r.rooms) < rooms {
+		r.t.Fatalf("could not find %d rooms spread over %d partitions: %v", rooms, partitions, r.rooms)
+	}
+	r.hist.add("rooms %v", r.rooms)
+}
 
 func (r *run) role(role string) []*node {
 	var out []*node
@@ -205,6 +233,7 @@ func (r *run) setup() {
 			t.Fatalf("%s (%s) does not serve topic %s after 30s\n%s", n.name, n.target, topic, n.tail(30))
 		}
 	}
+	r.pickRooms()
 	r.hist.add("setup done: %s", r.describe())
 }
 
@@ -240,7 +269,7 @@ func (r *run) produce(ctx context.Context, id int, rate int) {
 		}
 		msgs := make([]msgmesh.OutgoingMessage, batch)
 		for i := range msgs {
-			room := roomName(rng.IntN(rooms))
+			room := r.rooms[rng.IntN(len(r.rooms))]
 			seq[room]++
 			msgs[i] = msgmesh.OutgoingMessage{Data: map[string]any{"p": id, "room": room, "seq": seq[room]}, Room: room}
 		}
@@ -398,9 +427,9 @@ func runLayout(t *testing.T, mode Mode, lay layout, seed uint64, brokers []strin
 	// Receivers first: they start at the beginning of the (empty) topic.
 	r.recvs = []*streamRecv{
 		r.newSSE(ctx, "sse topic", ""),
-		r.newSSE(ctx, "sse room r1", "r1"),
+		r.newSSE(ctx, "sse room "+r.rooms[1], r.rooms[1]),
 		r.newWS(ctx, "ws topic", ""),
-		r.newWS(ctx, "ws room r2", "r2"),
+		r.newWS(ctx, "ws room "+r.rooms[2], r.rooms[2]),
 	}
 	r.slow = r.newWS(ctx, "ws slow", "")
 	r.away = r.newWS(ctx, "ws away", "")
@@ -442,13 +471,20 @@ func runLayout(t *testing.T, mode Mode, lay layout, seed uint64, brokers []strin
 	// Quiescence: every receiver has everything it can get, webhooks are
 	// settled, then the checks.
 	all := r.ackedIn("")
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
+	// Wait while the receivers make progress (a webhook backlog drains at
+	// the dispatcher's pace), until 60 s pass without any or everything
+	// is there; what is still missing then is lost.
+	lastProgress, lastCount := time.Now(), -1
+	for time.Since(lastProgress) < 60*time.Second {
 		if r.complete(all) {
 			break
 		}
+		if n := r.progress(); n != lastCount {
+			lastProgress, lastCount = time.Now(), n
+		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	r.hist.add("quiescence: complete %v", r.complete(all))
 	time.Sleep(3 * time.Second) // late duplicates and attempts
 	cancel()
 	r.poll.stop()
@@ -474,6 +510,25 @@ func runLayout(t *testing.T, mode Mode, lay layout, seed uint64, brokers []strin
 		}
 	}
 	return res
+}
+
+// progress counts what every receiver got so far.
+func (r *run) progress() int {
+	n := 0
+	for _, s := range r.recvs {
+		s.mu.Lock()
+		n += len(s.dels)
+		s.mu.Unlock()
+	}
+	r.poll.mu.Lock()
+	n += len(r.poll.dels)
+	r.poll.mu.Unlock()
+	r.wh.mu.Lock()
+	for _, as := range r.wh.got {
+		n += len(as)
+	}
+	r.wh.mu.Unlock()
+	return n
 }
 
 // complete reports whether every receiver has every acknowledged message
