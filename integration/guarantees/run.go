@@ -352,7 +352,8 @@ func (r *run) fault(ctx context.Context, kind string, brokerRestart func()) {
 		n.signal(syscall.SIGSTOP)
 		time.Sleep(pauseDuration)
 		n.signal(syscall.SIGCONT)
-		r.hist.add("resumed %s", n.name)
+		// A paused dispatcher's work after it resumes is part of the fault.
+		r.hist.add("FAULT end of pause %s (%s): resumed", n.name, n.target)
 	case "cut":
 		r.hist.add("FAULT cut %d client connections", r.proxy.cut())
 	case "stall":

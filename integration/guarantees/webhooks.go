@@ -291,7 +291,7 @@ func (w *whReceiver) check(r *run, all map[string]ackInfo) Row {
 			}
 		default:
 			row.Lost++
-			r.hist.add("ANOMALY webhook: %s never delivered nor dead-lettered (answers %v)", c, answers(as))
+			r.hist.add("ANOMALY webhook: %s (acknowledged at %.3fs) never delivered nor dead-lettered (answers %v at %s)", c, all[c].at.Sub(r.hist.start).Seconds(), answers(as), times(r, as))
 		}
 	}
 	for c := range dls {
