@@ -6,7 +6,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 GOFLAGS_BUILD := -trimpath -ldflags "-X main.Version=$(VERSION)"
 
-.PHONY: build apidocs run test test-unit bench lint kafka-start kafka-stop clean
+.PHONY: build apidocs run test test-unit bench guarantees lint kafka-start kafka-stop clean
 
 APIDOCS := services/msgmesh/apidocs
 
@@ -37,6 +37,13 @@ test-unit: ## fast tests on the embedded broker only
 
 bench: build ## benchmarks against the real broker; see docs/benchmarks.md
 	scripts/bench.sh
+
+# The delivery-guarantee checker's long mode (issue 15, docs/guarantees.md):
+# a broker of its own (scripts/kafka.sh on a free port and data dir, never
+# the shared one), at least 100,000 acknowledged messages and 50 faults
+# over both node layouts; 20-30 minutes. The short mode runs in make test.
+guarantees: ## the long fault-injecting delivery checker; prints the tables (docs/guarantees.md)
+	MSGMESH_GUARANTEES=long go test -count=1 -timeout 75m -v -run TestGuarantees ./integration/guarantees
 
 lint: ## gofmt, go vet and golangci-lint
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
