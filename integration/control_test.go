@@ -91,10 +91,10 @@ func TestTenantIsolation(t *testing.T) {
 		t.Errorf("default (free) orders retention_ms %v, want %d (1 day)", defTopic["retention_ms"], ctlFreeRetMs)
 	}
 	// ... and in Kafka.
-	if v := h.TopicConfig(t, c.Brokers, c.TenantKafkaTopic("acme", "orders"), "retention.ms"); v != fmt.Sprint(ctlPaidRetMs) {
+	if v := h.TopicConfigEventually(t, c.Brokers, c.TenantKafkaTopic("acme", "orders"), "retention.ms", fmt.Sprint(ctlPaidRetMs)); v != fmt.Sprint(ctlPaidRetMs) {
 		t.Errorf("Kafka retention.ms of acme's orders is %q, want %d", v, ctlPaidRetMs)
 	}
-	if v := h.TopicConfig(t, c.Brokers, c.TenantKafkaTopic("default", "orders"), "retention.ms"); v != fmt.Sprint(ctlFreeRetMs) {
+	if v := h.TopicConfigEventually(t, c.Brokers, c.TenantKafkaTopic("default", "orders"), "retention.ms", fmt.Sprint(ctlFreeRetMs)); v != fmt.Sprint(ctlFreeRetMs) {
 		t.Errorf("Kafka retention.ms of default's orders is %q, want %d", v, ctlFreeRetMs)
 	}
 

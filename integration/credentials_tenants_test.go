@@ -123,7 +123,7 @@ func TestCredentialsPlanChangeRetention(t *testing.T) {
 	free, paid := strconv.Itoa(credFreeRetMs), strconv.Itoa(credPaidRetMs)
 	want := func(when, tenant, topic, ms string) {
 		t.Helper()
-		if got := h.TopicConfig(t, c.Brokers, c.TenantKafkaTopic(tenant, topic), "retention.ms"); got != ms {
+		if got := h.TopicConfigEventually(t, c.Brokers, c.TenantKafkaTopic(tenant, topic), "retention.ms", ms); got != ms {
 			t.Errorf("%s: Kafka retention.ms of %s/%s = %s, want %s", when, tenant, topic, got, ms)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -121,6 +122,22 @@ func ReadByOffset(t testing.TB, brokers []string, kafkaTopic string) map[int32]m
 	return out
 }
 
+// TopicConfigEventually returns the value of config name of kafkaTopic
+// once Kafka reports want, or what it last reported after 15 s: a config
+// change is applied by the controller and reaches the broker that answers
+// DescribeConfigs a moment later (KRaft).
+func TopicConfigEventually(t testing.TB, brokers []string, kafkaTopic, name, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := TopicConfig(t, brokers, kafkaTopic, name)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TopicConfig returns the value of config name of kafkaTopic as Kafka
 // reports it (DescribeTopicConfigs).
 func TopicConfig(t testing.TB, brokers []string, kafkaTopic, name string) string {
@@ -128,16 +145,24 @@ func TopicConfig(t testing.TB, brokers []string, kafkaTopic, name string) string
 	adm := KafkaAdmin(t, brokers)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rcs, err := adm.DescribeTopicConfigs(ctx, kafkaTopic)
-	if err != nil {
-		t.Fatalf("describe configs of %s: %v", kafkaTopic, err)
-	}
-	rc, err := rcs.On(kafkaTopic, nil)
-	if err == nil {
-		err = rc.Err
-	}
-	if err != nil {
-		t.Fatalf("describe configs of %s: %v", kafkaTopic, err)
+	// A topic just created may not be in the broker's metadata yet
+	// (KRaft: the broker follows the controller's log): wait for it.
+	var rc kadm.ResourceConfig
+	for {
+		rcs, err := adm.DescribeTopicConfigs(ctx, kafkaTopic)
+		if err == nil {
+			rc, err = rcs.On(kafkaTopic, nil)
+			if err == nil {
+				err = rc.Err
+			}
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || ctx.Err() != nil {
+			t.Fatalf("describe configs of %s: %v", kafkaTopic, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	for _, c := range rc.Configs {
 		if c.Key == name {
