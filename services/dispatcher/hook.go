@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,21 +58,41 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 	if err := d.restoreOffsets(ctx, wh, topic.KafkaTopic); err != nil {
 		return fmt.Errorf("webhook %s: %w", wh.ID, err)
 	}
+	log := d.log.With("webhook", wh.ID, "tenant", wh.Tenant)
+	for {
+		aborted, err := d.hookSession(ctx, wh, topic, log)
+		if !aborted || ctx.Err() != nil {
+			return err
+		}
+		log.Info("webhook: transaction aborted (rebalance); rejoining from the committed offsets, the poll's attempts will be made again")
+	}
+}
+
+// hookSession runs one session of runHook's member until it ends (err,
+// or nil when stopped) or a poll's transaction was aborted (aborted): the
+// caller then starts a new session. A session is never used again after
+// an abort: its fetch positions and buffered fetches may be past the
+// aborted poll's records although their offsets were not committed (the
+// client's reset to the committed offsets does not reach a partition
+// whose position is being reloaded), and a later poll's commit would
+// then commit past records whose next step was never written: a message
+// lost after one attempt. A new session starts from the offsets Kafka has
+// committed.
+func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, topic controlstate.Topic, log *slog.Logger) (aborted bool, err error) {
 	perPoll := d.cfg.Webhooks.Concurrency
 	var assigned atomic.Bool
 	sess, err := d.session(wh.Group, topic.KafkaTopic,
 		// A partition's records are attempted one after the other.
 		time.Duration(perPoll)*d.cfg.Webhooks.AttemptTimeout, &assigned)
 	if err != nil {
-		return fmt.Errorf("webhook %s: client: %w", wh.ID, err)
+		return false, fmt.Errorf("webhook %s: client: %w", wh.ID, err)
 	}
 	defer sess.CloseAllowingRebalance()
-	log := d.log.With("webhook", wh.ID, "tenant", wh.Tenant)
 	for {
 		fs := sess.PollRecords(ctx, perPoll)
 		if ctx.Err() != nil {
 			sess.AllowRebalance()
-			return nil
+			return false, nil
 		}
 		var gone error
 		fs.EachError(func(t string, p int32, err error) {
@@ -86,7 +107,7 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 			// member is stopped soon; by a Kafka tool: it restarts after a
 			// backoff) rather than fetching in a tight loop.
 			sess.AllowRebalance()
-			return fmt.Errorf("webhook %s: %w", wh.ID, gone)
+			return false, fmt.Errorf("webhook %s: %w", wh.ID, gone)
 		}
 		byPart := map[int32][]*kgo.Record{}
 		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
@@ -96,7 +117,7 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 		}
 		if err := d.syncAttempts(ctx, wh.Tenant, &assigned); err != nil {
 			sess.AllowRebalance()
-			return fmt.Errorf("webhook %s: %w", wh.ID, err)
+			return false, fmt.Errorf("webhook %s: %w", wh.ID, err)
 		}
 		steps := make([]partitionStep, 0, len(byPart))
 		var mu sync.Mutex
@@ -137,24 +158,26 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 		sess.AllowRebalance()
 		if err != nil {
 			// Leave the group and start over from the committed offsets.
-			return fmt.Errorf("webhook %s: %w", wh.ID, err)
+			return false, fmt.Errorf("webhook %s: %w", wh.ID, err)
 		}
 		if committed {
 			d.attemptLog(wh.Tenant).forget(finished)
-		} else {
-			log.Info("webhook: transaction aborted (rebalance); the poll's attempts will be made again")
 		}
 		if refused != nil {
 			if err := d.disable(ctx, wh, *refused); err != nil {
-				return fmt.Errorf("webhook %s: recording that it is disabled: %w", wh.ID, err)
+				return false, fmt.Errorf("webhook %s: recording that it is disabled: %w", wh.ID, err)
 			}
-			return errRefused
+			return false, errRefused
 		}
 		if stopped || ctx.Err() != nil {
-			return nil
+			return false, nil
+		}
+		if !committed {
+			return true, nil
 		}
 	}
 }
+
 
 // firstAttempts attempts recs (one partition, in order) until done, halt
 // closes, ctx ends, the webhook is disabled or deleted, or the guard
