@@ -178,7 +178,6 @@ func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, t
 	}
 }
 
-
 // firstAttempts attempts recs (one partition, in order) until done, halt
 // closes, ctx ends, the webhook is disabled or deleted, or the guard
 // refuses. It writes nothing to Kafka: the caller makes the next steps it
