@@ -64,32 +64,36 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 		if !aborted || ctx.Err() != nil {
 			return err
 		}
-		log.Info("webhook: transaction aborted (rebalance); rejoining from the committed offsets, the poll's attempts will be made again")
+		log.Info("webhook: transaction aborted after the member lost its partitions; starting a new session from the committed offsets, the poll's attempts will be made again")
 	}
 }
 
 // hookSession runs one session of runHook's member until it ends (err,
-// or nil when stopped) or a poll's transaction was aborted (aborted): the
-// caller then starts a new session. A session is never used again after
-// an abort: its fetch positions and buffered fetches may be past the
-// aborted poll's records although their offsets were not committed (the
-// client's reset to the committed offsets does not reach a partition
-// whose position is being reloaded), and a later poll's commit would
-// then commit past records whose next step was never written: a message
-// lost after one attempt. A new session starts from the offsets Kafka has
-// committed.
+// or nil when stopped) or a poll's transaction was aborted after the
+// session lost its partitions meanwhile (aborted): the caller then starts
+// a new session. Such a session is not used again: its partitions may
+// have been given back while their positions were being reloaded, which
+// the client's reset to the committed offsets (and the next try's
+// SetOffsets) leave out, so a fetch position could stay past the aborted
+// poll's records and a later poll's commit would commit past records
+// whose next step was never written: a message lost after one attempt. A
+// new session starts from the offsets Kafka has committed. (Other aborts,
+// CONCURRENT_TRANSACTIONS or a rebalance starting, keep the session: a
+// new one per abort would itself start rebalances that abort the other
+// members' transactions.)
 func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, topic controlstate.Topic, log *slog.Logger) (aborted bool, err error) {
 	perPoll := d.cfg.Webhooks.Concurrency
-	var assigned atomic.Bool
+	var assigned, lost atomic.Bool
 	sess, err := d.session(wh.Group, topic.KafkaTopic,
 		// A partition's records are attempted one after the other.
-		time.Duration(perPoll)*d.cfg.Webhooks.AttemptTimeout, &assigned)
+		time.Duration(perPoll)*d.cfg.Webhooks.AttemptTimeout, &assigned, &lost)
 	if err != nil {
 		return false, fmt.Errorf("webhook %s: client: %w", wh.ID, err)
 	}
 	defer sess.CloseAllowingRebalance()
 	for {
 		fs := sess.PollRecords(ctx, perPoll)
+		lost.Store(false)
 		if ctx.Err() != nil {
 			sess.AllowRebalance()
 			return false, nil
@@ -172,8 +176,11 @@ func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, t
 		if stopped || ctx.Err() != nil {
 			return false, nil
 		}
-		if !committed {
+		if !committed && lost.Load() {
 			return true, nil
+		}
+		if !committed {
+			log.Info("webhook: transaction aborted (rebalance); the poll's attempts will be made again")
 		}
 	}
 }
@@ -300,10 +307,13 @@ func (d *Dispatcher) commitStep(ctx context.Context, sess *kgo.GroupTransactSess
 //
 // assigned is set whenever the session is given partitions: their previous
 // owner may have died mid-attempt, so the attempt log is read up to its
-// end before the next attempts (syncAttempts).
-func (d *Dispatcher) session(group, topic string, work time.Duration, assigned *atomic.Bool) (*kgo.GroupTransactSession, error) {
+// end before the next attempts (syncAttempts). lost is set whenever the
+// session loses its partitions (its member was dropped from the group:
+// a pause beyond the session timeout, say).
+func (d *Dispatcher) session(group, topic string, work time.Duration, assigned, lost *atomic.Bool) (*kgo.GroupTransactSession, error) {
 	return kgo.NewGroupTransactSession(append(append([]kgo.Opt{}, d.cfg.ClientOpts...),
 		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { assigned.Store(true) }),
+		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) { lost.Store(true) }),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.TransactionalID(group+"."+d.instance),

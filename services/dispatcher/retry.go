@@ -33,26 +33,28 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 		if !aborted || ctx.Err() != nil {
 			return err
 		}
-		d.log.Info("webhook retries: transaction aborted (rebalance); rejoining from the committed offsets, the poll's attempts will be made again", "tenant", tenant)
+		d.log.Info("webhook retries: transaction aborted after the consumer lost its partitions; starting a new session from the committed offsets, the poll's attempts will be made again", "tenant", tenant)
 	}
 }
 
 // retrySession runs one session of runRetry's consumer until it ends (err,
-// or nil when stopped) or a poll's transaction was aborted (aborted): the
-// caller then starts a new session from the committed offsets, for the
-// reason hookSession gives (an aborted session's positions may be past
-// records whose next step was never committed).
+// or nil when stopped) or a poll's transaction was aborted after the
+// session lost its partitions meanwhile (aborted): the caller then starts
+// a new session from the committed offsets, for the reason hookSession
+// gives (such a session's positions may be past records whose next step
+// was never committed).
 func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted bool, err error) {
 	topic := d.names.RetryTopic(tenant)
 	perPoll := d.cfg.Webhooks.RetryPartitions
-	var assigned atomic.Bool
-	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout), &assigned)
+	var assigned, lost atomic.Bool
+	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout), &assigned, &lost)
 	if err != nil {
 		return false, fmt.Errorf("retry consumer %s: %w", tenant, err)
 	}
 	defer sess.CloseAllowingRebalance()
 	for {
 		fs := sess.PollRecords(ctx, perPoll)
+		lost.Store(false)
 		if ctx.Err() != nil {
 			sess.AllowRebalance()
 			return false, nil
@@ -128,10 +130,14 @@ func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted b
 			}
 			return false, nil
 		}
-		if !committed {
+		if !committed && lost.Load() {
 			return true, nil
 		}
-		d.attemptLog(tenant).forget(finished)
+		if committed {
+			d.attemptLog(tenant).forget(finished)
+		} else {
+			d.log.Info("webhook retries: transaction aborted (rebalance); the poll's attempts will be made again", "tenant", tenant)
+		}
 	}
 }
 
