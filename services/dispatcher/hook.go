@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,21 +58,45 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 	if err := d.restoreOffsets(ctx, wh, topic.KafkaTopic); err != nil {
 		return fmt.Errorf("webhook %s: %w", wh.ID, err)
 	}
-	perPoll := d.cfg.Webhooks.Concurrency
-	var assigned atomic.Bool
-	sess, err := d.session(wh.Group, topic.KafkaTopic,
-		// A partition's records are attempted one after the other.
-		time.Duration(perPoll)*d.cfg.Webhooks.AttemptTimeout, &assigned)
-	if err != nil {
-		return fmt.Errorf("webhook %s: client: %w", wh.ID, err)
-	}
-	defer sess.CloseAllowingRebalance()
 	log := d.log.With("webhook", wh.ID, "tenant", wh.Tenant)
 	for {
+		aborted, err := d.hookSession(ctx, wh, topic, log)
+		if !aborted || ctx.Err() != nil {
+			return err
+		}
+		log.Info("webhook: transaction aborted after the member lost its partitions; starting a new session from the committed offsets, the poll's attempts will be made again")
+	}
+}
+
+// hookSession runs one session of runHook's member until it ends (err,
+// or nil when stopped) or a poll's transaction was aborted after the
+// session lost its partitions meanwhile (aborted): the caller then starts
+// a new session. Such a session is not used again: its partitions may
+// have been given back while their positions were being reloaded, which
+// the client's reset to the committed offsets (and the next try's
+// SetOffsets) leave out, so a fetch position could stay past the aborted
+// poll's records and a later poll's commit would commit past records
+// whose next step was never written: a message lost after one attempt. A
+// new session starts from the offsets Kafka has committed. (Other aborts,
+// CONCURRENT_TRANSACTIONS or a rebalance starting, keep the session: a
+// new one per abort would itself start rebalances that abort the other
+// members' transactions.)
+func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, topic controlstate.Topic, log *slog.Logger) (aborted bool, err error) {
+	perPoll := d.cfg.Webhooks.Concurrency
+	var assigned, lost atomic.Bool
+	sess, err := d.session(wh.Group, topic.KafkaTopic,
+		// A partition's records are attempted one after the other.
+		time.Duration(perPoll)*d.cfg.Webhooks.AttemptTimeout, &assigned, &lost)
+	if err != nil {
+		return false, fmt.Errorf("webhook %s: client: %w", wh.ID, err)
+	}
+	defer sess.CloseAllowingRebalance()
+	for {
 		fs := sess.PollRecords(ctx, perPoll)
+		lost.Store(false)
 		if ctx.Err() != nil {
 			sess.AllowRebalance()
-			return nil
+			return false, nil
 		}
 		var gone error
 		fs.EachError(func(t string, p int32, err error) {
@@ -86,7 +111,7 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 			// member is stopped soon; by a Kafka tool: it restarts after a
 			// backoff) rather than fetching in a tight loop.
 			sess.AllowRebalance()
-			return fmt.Errorf("webhook %s: %w", wh.ID, gone)
+			return false, fmt.Errorf("webhook %s: %w", wh.ID, gone)
 		}
 		byPart := map[int32][]*kgo.Record{}
 		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
@@ -96,7 +121,7 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 		}
 		if err := d.syncAttempts(ctx, wh.Tenant, &assigned); err != nil {
 			sess.AllowRebalance()
-			return fmt.Errorf("webhook %s: %w", wh.ID, err)
+			return false, fmt.Errorf("webhook %s: %w", wh.ID, err)
 		}
 		steps := make([]partitionStep, 0, len(byPart))
 		var mu sync.Mutex
@@ -137,21 +162,25 @@ func (d *Dispatcher) runHook(ctx context.Context, wh controlstate.Webhook) error
 		sess.AllowRebalance()
 		if err != nil {
 			// Leave the group and start over from the committed offsets.
-			return fmt.Errorf("webhook %s: %w", wh.ID, err)
+			return false, fmt.Errorf("webhook %s: %w", wh.ID, err)
 		}
 		if committed {
 			d.attemptLog(wh.Tenant).forget(finished)
-		} else {
-			log.Info("webhook: transaction aborted (rebalance); the poll's attempts will be made again")
 		}
 		if refused != nil {
 			if err := d.disable(ctx, wh, *refused); err != nil {
-				return fmt.Errorf("webhook %s: recording that it is disabled: %w", wh.ID, err)
+				return false, fmt.Errorf("webhook %s: recording that it is disabled: %w", wh.ID, err)
 			}
-			return errRefused
+			return false, errRefused
 		}
 		if stopped || ctx.Err() != nil {
-			return nil
+			return false, nil
+		}
+		if !committed && lost.Load() {
+			return true, nil
+		}
+		if !committed {
+			log.Info("webhook: transaction aborted (rebalance); the poll's attempts will be made again")
 		}
 	}
 }
@@ -278,10 +307,13 @@ func (d *Dispatcher) commitStep(ctx context.Context, sess *kgo.GroupTransactSess
 //
 // assigned is set whenever the session is given partitions: their previous
 // owner may have died mid-attempt, so the attempt log is read up to its
-// end before the next attempts (syncAttempts).
-func (d *Dispatcher) session(group, topic string, work time.Duration, assigned *atomic.Bool) (*kgo.GroupTransactSession, error) {
+// end before the next attempts (syncAttempts). lost is set whenever the
+// session loses its partitions (its member was dropped from the group:
+// a pause beyond the session timeout, say).
+func (d *Dispatcher) session(group, topic string, work time.Duration, assigned, lost *atomic.Bool) (*kgo.GroupTransactSession, error) {
 	return kgo.NewGroupTransactSession(append(append([]kgo.Opt{}, d.cfg.ClientOpts...),
 		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { assigned.Store(true) }),
+		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) { lost.Store(true) }),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.TransactionalID(group+"."+d.instance),

@@ -28,19 +28,36 @@ import (
 // and delivered once it is enabled again. A record of a deleted webhook
 // is dropped.
 func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
+	for {
+		aborted, err := d.retrySession(ctx, tenant)
+		if !aborted || ctx.Err() != nil {
+			return err
+		}
+		d.log.Info("webhook retries: transaction aborted after the consumer lost its partitions; starting a new session from the committed offsets, the poll's attempts will be made again", "tenant", tenant)
+	}
+}
+
+// retrySession runs one session of runRetry's consumer until it ends (err,
+// or nil when stopped) or a poll's transaction was aborted after the
+// session lost its partitions meanwhile (aborted): the caller then starts
+// a new session from the committed offsets, for the reason hookSession
+// gives (such a session's positions may be past records whose next step
+// was never committed).
+func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted bool, err error) {
 	topic := d.names.RetryTopic(tenant)
 	perPoll := d.cfg.Webhooks.RetryPartitions
-	var assigned atomic.Bool
-	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout), &assigned)
+	var assigned, lost atomic.Bool
+	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout), &assigned, &lost)
 	if err != nil {
-		return fmt.Errorf("retry consumer %s: %w", tenant, err)
+		return false, fmt.Errorf("retry consumer %s: %w", tenant, err)
 	}
 	defer sess.CloseAllowingRebalance()
 	for {
 		fs := sess.PollRecords(ctx, perPoll)
+		lost.Store(false)
 		if ctx.Err() != nil {
 			sess.AllowRebalance()
-			return nil
+			return false, nil
 		}
 		var gone error
 		fs.EachError(func(t string, p int32, err error) {
@@ -55,7 +72,7 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 			// topic again and restarts this consumer after a backoff
 			// (instead of fetching in a tight loop).
 			sess.AllowRebalance()
-			return fmt.Errorf("retry consumer %s: %w", tenant, gone)
+			return false, fmt.Errorf("retry consumer %s: %w", tenant, gone)
 		}
 		byPart := map[int32][]*kgo.Record{}
 		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
@@ -65,7 +82,7 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 		}
 		if err := d.syncAttempts(ctx, tenant, &assigned); err != nil {
 			sess.AllowRebalance()
-			return fmt.Errorf("retry consumer %s: %w", tenant, err)
+			return false, fmt.Errorf("retry consumer %s: %w", tenant, err)
 		}
 		var mu sync.Mutex
 		var failure error
@@ -105,15 +122,21 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 			failure = errors.Join(failure, err)
 		}
 		if failure != nil {
-			return fmt.Errorf("retry consumer %s: %w", tenant, failure)
+			return false, fmt.Errorf("retry consumer %s: %w", tenant, failure)
+		}
+		if ctx.Err() != nil {
+			if committed {
+				d.attemptLog(tenant).forget(finished)
+			}
+			return false, nil
+		}
+		if !committed && lost.Load() {
+			return true, nil
 		}
 		if committed {
 			d.attemptLog(tenant).forget(finished)
 		} else {
 			d.log.Info("webhook retries: transaction aborted (rebalance); the poll's attempts will be made again", "tenant", tenant)
-		}
-		if ctx.Err() != nil {
-			return nil
 		}
 	}
 }
