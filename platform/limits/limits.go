@@ -43,6 +43,7 @@ import (
 
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 )
 
 const (
@@ -196,7 +197,7 @@ func New(ctx context.Context, cfg Config) (*Limiter, error) {
 	// Both reasons' series exist from the start (for rate() in alerts).
 	l.refused.WithLabelValues("rate")
 	l.refused.WithLabelValues("quota")
-	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.ClientOpts...),
+	prod, err := kgo.NewClient(kafkaclient.With(cfg.ClientOpts,
 		kgo.DefaultProduceTopic(cfg.UsageTopic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	)...)
