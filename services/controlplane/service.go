@@ -23,6 +23,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/readmodel"
+	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
 // DefaultTenant is the tenant the bootstrap admin key belongs to.
@@ -38,7 +39,7 @@ type Service struct {
 	adm    *kadm.Client
 	mapper names.Mapper
 	// webhooks serves /v1/webhooks once SetWebhooks is called (webhooks.go).
-	webhooks *webhookDeps
+	webhooks *webhookstore.Store
 	// readModel serves the audit log and webhook attempts (readmodel.go).
 	readModel readmodel.Store
 }
@@ -64,7 +65,7 @@ const (
 	// MaxNameBytes caps a key's name.
 	MaxNameBytes = 200
 	// MaxReasonBytes caps a suspension's or a webhook's disabled reason.
-	MaxReasonBytes = 500
+	MaxReasonBytes = webhookstore.MaxReasonBytes
 	// MaxURLBytes caps a webhook URL.
 	MaxURLBytes = 2048
 )
