@@ -113,11 +113,9 @@ func (c *Config) validate() error {
 	if c.ReplicationFactor < -1 {
 		errs = append(errs, fmt.Errorf("ReplicationFactor: want -1 (broker default) or positive, got %d", c.ReplicationFactor))
 	}
-	for name, pl := range map[string]config.PlanLimits{"free": c.Limits.Free, "paid": c.Limits.Paid} {
-		if pl.RequestsPerSecond < 0 || pl.MessagesPerSecond < 0 || pl.MonthlyMessages < 0 ||
-			math.IsNaN(pl.RequestsPerSecond) || math.IsNaN(pl.MessagesPerSecond) {
-			errs = append(errs, fmt.Errorf("Limits.%s: limits must be 0 (unlimited) or positive", name))
-		}
+	// The limits section's own rules (config.Limits.Validate), in one place.
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("limits: invalid config: %w", err)
@@ -160,9 +158,6 @@ type Limiter struct {
 func New(ctx context.Context, cfg Config) (*Limiter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
-	}
-	if cfg.ReplicationFactor == 0 {
-		cfg.ReplicationFactor = -1
 	}
 	if cfg.FlushEvery == 0 {
 		cfg.FlushEvery = time.Second

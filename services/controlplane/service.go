@@ -29,11 +29,29 @@ import (
 // DefaultTenant is the tenant the bootstrap admin key belongs to.
 const DefaultTenant = "default"
 
+// Config is what the control plane reads of the configuration: its
+// sections, validated by config.Config.Validate.
+type Config struct {
+	// Kafka names and makes topics (topic_prefix, replication, timeouts).
+	Kafka config.Kafka
+	// Topics bounds partitions and sets retention per plan.
+	Topics config.Topics
+	// Tokens bounds minted tokens' lifetimes.
+	Tokens config.Tokens
+	// Publish gives the room length bound and the record size of topics.
+	Publish config.Publish
+}
+
+// ConfigOf picks the control plane's sections out of c.
+func ConfigOf(c config.Config) Config {
+	return Config{Kafka: c.Kafka, Topics: c.Topics, Tokens: c.Tokens, Publish: c.Publish}
+}
+
 // Service runs control-plane commands.
 type Service struct {
 	// Now is the clock for minting tokens; nil = time.Now.
 	Now    func() time.Time
-	cfg    config.Config
+	cfg    Config
 	log    *slog.Logger
 	clog   *controlstate.Log
 	adm    *kadm.Client
@@ -45,7 +63,7 @@ type Service struct {
 }
 
 // New returns a Service appending to clog and managing Kafka topics with adm.
-func New(cfg config.Config, clog *controlstate.Log, adm *kadm.Client, log *slog.Logger) *Service {
+func New(cfg Config, clog *controlstate.Log, adm *kadm.Client, log *slog.Logger) *Service {
 	return &Service{cfg: cfg, log: log, clog: clog, adm: adm, mapper: names.Mapper{Prefix: cfg.Kafka.TopicPrefix}}
 }
 

@@ -626,7 +626,7 @@ func (a *App) requireReady(c *gin.Context) {
 // tenants) for the modules that act through them; the ControlPlane target
 // adds the routes.
 func (a *App) initControlService(ctx context.Context) error {
-	a.cp = controlplane.New(a.cfg, a.clog, a.adm, a.log.With("component", "controlplane"))
+	a.cp = controlplane.New(controlplane.ConfigOf(a.cfg), a.clog, a.adm, a.log.With("component", "controlplane"))
 	a.cp.Now = a.now
 	return nil
 }
@@ -689,7 +689,7 @@ func (a *App) initControlPlane(ctx context.Context) error {
 }
 
 func (a *App) initGateway(ctx context.Context) error {
-	g, err := gateway.New(a.cfg, a.clog.State(), a.cp, a.limiter, a.clientOpts, a.log.With("component", "gateway"), a.reg)
+	g, err := gateway.New(gateway.ConfigOf(a.cfg), a.clog.State(), a.cp, a.limiter, a.clientOpts, a.log.With("component", "gateway"), a.reg)
 	if err != nil {
 		return err
 	}
