@@ -185,7 +185,7 @@ func handshakeEOF(err error) bool {
 // MsgMesh (see Classify), else the error (unreachable: the caller
 // retries). opts are those of Options.
 func Check(ctx context.Context, opts []kgo.Opt, tlsOn bool, topic string, timeout time.Duration) error {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), kgo.DialTimeout(timeout), kgo.RetryTimeout(timeout))...)
+	cl, err := kgo.NewClient(With(opts, kgo.DialTimeout(timeout), kgo.RetryTimeout(timeout))...)
 	if err != nil {
 		return err
 	}

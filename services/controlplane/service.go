@@ -21,6 +21,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/readmodel"
 	"github.com/msgmesh/msgmesh/platform/webhookstore"
@@ -276,19 +277,13 @@ func (s *Service) EnsureKafkaTopic(ctx context.Context, t controlstate.Topic) er
 	// The broker's default message.max.bytes (1048588) would refuse a
 	// payload of exactly publish.max_message_bytes once key and headers
 	// are added: raise it to what the producer may send.
-	maxMessage := strconv.Itoa(s.cfg.Publish.RecordBatchBytes())
-	configs := map[string]*string{"retention.ms": &retention, "max.message.bytes": &maxMessage}
-	if n := s.cfg.Kafka.MinInsyncReplicas; n > 0 {
-		isr := strconv.Itoa(n)
-		configs["min.insync.replicas"] = &isr
-	}
+	spec := kafkaclient.TopicSpec{Partitions: int32(t.Partitions), ReplicationFactor: int16(s.cfg.Kafka.ReplicationFactor),
+		MinInsyncReplicas: int16(s.cfg.Kafka.MinInsyncReplicas),
+		Configs:           map[string]string{"retention.ms": retention, "max.message.bytes": strconv.Itoa(s.cfg.Publish.RecordBatchBytes())}}
 	deadline := time.Now().Add(s.cfg.Kafka.RequestTimeout)
 	for {
-		resp, err := s.adm.CreateTopic(ctx, t.Partitions, int16(s.cfg.Kafka.ReplicationFactor), configs, t.KafkaTopic)
+		_, err := kafkaclient.EnsureTopic(ctx, s.adm, t.KafkaTopic, spec)
 		if err == nil {
-			err = resp.Err
-		}
-		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
 			return nil
 		}
 		// A topic deleted moments ago may still be going away.

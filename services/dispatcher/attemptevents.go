@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/readmodel"
 )
@@ -36,7 +37,7 @@ type attemptEvents struct {
 }
 
 func newAttemptEvents(cfg Config, n names.Mapper) (*attemptEvents, error) {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.ClientOpts...),
+	cl, err := kgo.NewClient(kafkaclient.With(cfg.ClientOpts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(attemptEventsLinger),
 		kgo.MaxBufferedRecords(attemptEventsBuffer),
