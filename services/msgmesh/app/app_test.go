@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -68,22 +69,49 @@ func testConfig(t *testing.T) config.Config {
 	return cfg
 }
 
-// A gateway-only process builds the control plane's commands it creates
-// topics through at start (not lazily) and no webhook store.
-func TestGatewayOnlyProcess(t *testing.T) {
-	cfg := testConfig(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a, err := New(ctx, cfg, []string{Gateway}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.stopAll(context.Background())
-	if a.cp == nil || a.gw == nil {
-		t.Fatalf("control service %v, gateway %v: want both built by New", a.cp != nil, a.gw != nil)
-	}
-	if a.webhooks != nil || a.disp != nil {
-		t.Fatal("a gateway-only process opened the webhook store")
+// Every target boots alone, in-process, the same way as all: it answers
+// /readyz 200 once caught up and stops cleanly. A gateway-only process
+// builds the control plane's commands it creates topics through at start
+// (not lazily) and no webhook store (no dead-letter client).
+func TestEveryTargetStartsAlone(t *testing.T) {
+	for _, target := range []string{ControlPlane, Gateway, Realtime, Dispatcher, Panel} {
+		t.Run(target, func(t *testing.T) {
+			cfg := testConfig(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			a, err := New(ctx, cfg, []string{target}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStore := target == ControlPlane || target == Dispatcher || target == Panel
+			if (a.webhooks != nil) != wantStore {
+				t.Errorf("webhook store opened: %v, want %v", a.webhooks != nil, wantStore)
+			}
+			if target == Gateway && (a.cp == nil || a.gw == nil) {
+				t.Errorf("control service %v, gateway %v: want both built by New", a.cp != nil, a.gw != nil)
+			}
+			rctx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- a.Run(rctx) }()
+			ready := false
+			for !ready && ctx.Err() == nil {
+				resp, err := http.Get("http://" + a.Addr + "/readyz")
+				if err == nil {
+					ready = resp.StatusCode == http.StatusOK
+					resp.Body.Close()
+				}
+				if !ready {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			stop()
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if !ready {
+				t.Fatal("never ready")
+			}
+		})
 	}
 }
 

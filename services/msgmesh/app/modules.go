@@ -91,7 +91,7 @@ var deps = map[string][]string{
 	Dispatcher:        {modWebhookStore, modServer, modControlLog, modKafka},
 	modControlService: {modControlLog, modKafka},
 	modWebhookStore:   {modControlLog, modKafka},
-	modServer:         {modControlLog, modLimits},
+	modServer:         {modControlLog, modLimits, modKafka},
 	modControlLog:     {modKafka},
 	modLimits:         {modKafka},
 	modKafka:          nil,
