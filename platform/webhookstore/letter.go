@@ -53,7 +53,7 @@ type Letter struct {
 	// Posts is how many POSTs were made (started) so far, the last one
 	// included: Attempt - 1 in a retry record and Attempt in a dead
 	// letter, plus one for each attempt made again because a process died
-	// before its outcome was recorded (see attemptLog). 0: not recorded
+	// before its outcome was recorded (the dispatcher's attempts topic). 0: not recorded
 	// (a first attempt, or a record of an earlier version).
 	Posts      int
 	NotBefore  time.Time
