@@ -1,8 +1,12 @@
 package config
 
 import (
+	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDefaultsValid(t *testing.T) {
@@ -108,5 +112,70 @@ func TestValidateKafkaSecurity(t *testing.T) {
 				t.Fatalf("want an error naming %s, got %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// Every section of Config validates itself, so a component can check
+// the one section it receives.
+func TestEverySectionValidates(t *testing.T) {
+	c := Defaults()
+	v := reflect.ValueOf(c)
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if f.Type.Kind() != reflect.Struct {
+			continue
+		}
+		m, ok := f.Type.MethodByName("Validate")
+		if !ok || m.Type.NumIn() != 1 || m.Type.NumOut() != 1 || m.Type.Out(0) != reflect.TypeFor[error]() {
+			t.Errorf("section %s has no Validate() error", f.Name)
+			continue
+		}
+		if out := v.Field(i).MethodByName("Validate").Call(nil)[0]; !out.IsNil() {
+			t.Errorf("default %s invalid: %v", f.Name, out.Interface())
+		}
+	}
+}
+
+// A section reports its problems in key order on every run, whatever the
+// map iteration order inside it.
+func TestSectionValidateOrderStable(t *testing.T) {
+	sections := map[string]func() error{
+		"realtime": func() error { return Realtime{}.Validate() },
+		"webhooks": func() error { return Webhooks{}.Validate() },
+		"poll":     func() error { return Poll{}.Validate() },
+		"publish":  func() error { return Publish{}.Validate() },
+		"http":     func() error { return HTTP{Addr: ":0"}.Validate() },
+		"limits": func() error {
+			return Limits{Free: PlanLimits{RequestsPerSecond: -1, MessagesPerSecond: -1}, Paid: PlanLimits{MonthlyMessages: -1}}.Validate()
+		},
+		"kafka": func() error {
+			return Kafka{Brokers: []string{"b:9093"}, TopicPrefix: "msgmesh", ReplicationFactor: -1, MinInsyncReplicas: -1, RequestTimeout: time.Second,
+				TLS: KafkaTLS{CAFile: "a", CertFile: "b", KeyFile: "c", ServerName: "d"}}.Validate()
+		},
+	}
+	for name, validate := range sections {
+		first := validate()
+		if first == nil {
+			t.Fatalf("%s: want errors", name)
+		}
+		var keys []string
+		for _, e := range first.(interface{ Unwrap() []error }).Unwrap() {
+			keys = append(keys, e.(*FieldError).Key)
+		}
+		if !slices.IsSorted(keys) || len(keys) < 2 {
+			t.Errorf("%s: keys %v, want at least two, sorted", name, keys)
+		}
+		for i := 0; i < 20; i++ {
+			if got := validate(); got.Error() != first.Error() {
+				t.Fatalf("%s: order changed:\n%s\nthen\n%s", name, first, got)
+			}
+		}
+	}
+}
+
+func TestLimitsRefuseNaN(t *testing.T) {
+	err := Limits{Paid: PlanLimits{MessagesPerSecond: math.NaN()}}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "MSGMESH_LIMITS_PAID_MESSAGES_PER_SECOND") {
+		t.Fatalf("NaN rate: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -38,7 +39,9 @@ func (p *problems) add(key, format string, args ...any) {
 	*p = append(*p, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (p problems) err() error { return errors.Join(p...) }
+// err is the section's problems in key order (SortErrors), nil if none:
+// a section reports the same problems in the same order on every run.
+func (p problems) err() error { return SortErrors(p...) }
 
 // SortErrors flattens joined errors and orders them by key (then text),
 // so that every run reports the same problems in the same order; nil if
@@ -82,24 +85,14 @@ var (
 	keyRE    = regexp.MustCompile(`^mm_[A-Za-z0-9_-]{32,}$`)
 )
 
-// Validate checks every section and returns all problems joined (nil if
-// none), each a *FieldError naming its key, in key order.
 // demoTenantRE is names.Tenant's rule (config does not import names).
 var demoTenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
+// Validate checks every section (each with its own Validate) and the
+// root keys, and returns all problems joined (nil if none), each a
+// *FieldError naming its key, in key order.
 func (c Config) Validate() error {
 	var p problems
-	if c.Panel.SessionTTL < time.Minute {
-		p.add("panel.session_ttl", "must be at least 1m, got %s", c.Panel.SessionTTL)
-	}
-	if c.Demo.Enabled {
-		if !demoTenantRE.MatchString(c.Demo.Tenant) {
-			p.add("demo.tenant", "want a tenant id (1-63 of [a-z0-9-]), got %q", c.Demo.Tenant)
-		}
-		if c.Demo.MessagesPerSecond <= 0 {
-			p.add("demo.messages_per_second", "must be positive, got %v", c.Demo.MessagesPerSecond)
-		}
-	}
 	if c.Embedded() && c.DataDir == "" {
 		p.add("data_dir", "must be set when the embedded broker runs (kafka.brokers empty)")
 	}
@@ -111,7 +104,31 @@ func (c Config) Validate() error {
 	}
 	return SortErrors(p.err(), c.HTTP.Validate(), c.Log.Validate(), c.Kafka.Validate(), c.Topics.Validate(),
 		c.Publish.Validate(), c.Poll.Validate(), c.Tokens.Validate(), c.Limits.Validate(),
-		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate(), c.Tracing.Validate(), c.Metrics.Validate(), c.Postgres.Validate())
+		c.Realtime.Validate(), c.Webhooks.Validate(), c.Secrets.Validate(), c.Tracing.Validate(), c.Metrics.Validate(), c.Postgres.Validate(),
+		c.Panel.Validate(), c.Demo.Validate())
+}
+
+// Validate checks panel.*.
+func (pn Panel) Validate() error {
+	var p problems
+	if pn.SessionTTL < time.Minute {
+		p.add("panel.session_ttl", "must be at least 1m, got %s", pn.SessionTTL)
+	}
+	return p.err()
+}
+
+// Validate checks demo.* (only when the demo is enabled).
+func (d Demo) Validate() error {
+	var p problems
+	if d.Enabled {
+		if !demoTenantRE.MatchString(d.Tenant) {
+			p.add("demo.tenant", "want a tenant id (1-63 of [a-z0-9-]), got %q", d.Tenant)
+		}
+		if !(d.MessagesPerSecond > 0) {
+			p.add("demo.messages_per_second", "must be positive, got %v", d.MessagesPerSecond)
+		}
+	}
+	return p.err()
 }
 
 // Validate checks the tracing settings.
@@ -380,10 +397,10 @@ func (t Tokens) Validate() error {
 func (l Limits) Validate() error {
 	var p problems
 	for name, pl := range map[string]PlanLimits{"limits.free": l.Free, "limits.paid": l.Paid} {
-		if pl.RequestsPerSecond < 0 {
+		if pl.RequestsPerSecond < 0 || math.IsNaN(pl.RequestsPerSecond) {
 			p.add(name+".requests_per_second", "must be 0 (unlimited) or positive, got %v", pl.RequestsPerSecond)
 		}
-		if pl.MessagesPerSecond < 0 {
+		if pl.MessagesPerSecond < 0 || math.IsNaN(pl.MessagesPerSecond) {
 			p.add(name+".messages_per_second", "must be 0 (unlimited) or positive, got %v", pl.MessagesPerSecond)
 		}
 		if pl.MonthlyMessages < 0 {

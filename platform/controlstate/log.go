@@ -13,11 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 )
 
 // Config configures a Log.
@@ -81,7 +81,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.ClientOpts...),
+	prod, err := kgo.NewClient(kafkaclient.With(cfg.ClientOpts,
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
@@ -107,20 +107,6 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	return l, nil
 }
 
-// Retry timing of Run while Kafka is unreachable: exponential, jittered
-// (±50%), capped.
-const (
-	retryMin = 250 * time.Millisecond
-	retryMax = 10 * time.Second
-)
-
-func newBackOff() *backoff.ExponentialBackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = retryMin, retryMax, 0
-	b.Reset()
-	return b
-}
-
 // KafkaErr reports why Kafka could not be reached the last time Run tried
 // (the control topic could not be made or its end offset read), or nil
 // once it was; for readiness checks.
@@ -131,35 +117,13 @@ func (l *Log) KafkaErr() error {
 	return nil
 }
 
-// retry records err and waits b's next backoff; false when ctx ended.
-func (l *Log) retry(ctx context.Context, b *backoff.ExponentialBackOff, what string, err error) bool {
-	l.kafkaErr.Store(&err)
-	wait := b.NextBackOff()
-	l.log.Warn("control log: "+what+"; retrying", "err", err, "backoff", wait.Round(time.Millisecond))
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 func (l *Log) ensureTopic(ctx context.Context) error {
-	retention := "-1"
-	cleanup := "delete"
-	configs := map[string]*string{"retention.ms": &retention, "cleanup.policy": &cleanup}
-	if l.cfg.MinInsyncReplicas > 0 {
-		isr := strconv.Itoa(int(l.cfg.MinInsyncReplicas))
-		configs["min.insync.replicas"] = &isr
-	}
-	resp, err := l.adm.CreateTopic(ctx, 1, l.cfg.ReplicationFactor, configs, l.cfg.Topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("controlstate: create control topic %s: %w", l.cfg.Topic, err)
+	_, err := kafkaclient.EnsureTopic(ctx, l.adm, l.cfg.Topic, kafkaclient.TopicSpec{
+		Partitions: 1, ReplicationFactor: l.cfg.ReplicationFactor, MinInsyncReplicas: l.cfg.MinInsyncReplicas,
+		Configs: map[string]string{"retention.ms": "-1", "cleanup.policy": "delete"},
+	})
+	if err != nil {
+		return fmt.Errorf("controlstate: control topic: %w", err)
 	}
 	return nil
 }
@@ -201,85 +165,54 @@ func (l *Log) Ping(ctx context.Context) error {
 // retries with backoff (KafkaErr says why meanwhile). It returns nil on
 // cancellation.
 func (l *Log) Run(ctx context.Context) error {
-	b := newBackOff()
-	for {
-		tctx, cancel := context.WithTimeout(ctx, l.appendTimeout())
-		err := l.ensureTopic(tctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil || !l.retry(ctx, b, "making the control topic", err) {
-			return nil
-		}
-	}
-	var end int64
-	for {
-		tctx, cancel := context.WithTimeout(ctx, l.appendTimeout())
-		offs, err := l.adm.ListEndOffsets(tctx, l.cfg.Topic)
-		cancel()
-		if err == nil {
-			err = offs.Error()
-		}
-		if err == nil {
-			if o, ok := offs.Lookup(l.cfg.Topic, 0); ok {
-				end = o.Offset
-				break
-			}
-			err = errors.New("control topic partition 0 missing")
-		}
-		if ctx.Err() != nil || !l.retry(ctx, b, "reading the end offset", err) {
-			return nil
-		}
-	}
-	l.kafkaErr.Store(nil)
-	l.lag.Set(float64(end))
-	if end == 0 {
-		l.markReady()
-	}
-	cons, err := kgo.NewClient(append(append([]kgo.Opt{}, l.cfg.ClientOpts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.cfg.Topic: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)...)
-	if err != nil {
-		return fmt.Errorf("controlstate: consumer: %w", err)
-	}
-	defer cons.Close()
-	for {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			l.log.Warn("control log: fetch", "topic", t, "partition", p, "err", err)
-		})
-		var fatal error
-		fs.EachRecord(func(r *kgo.Record) {
-			if fatal != nil {
+	return kafkaclient.Follow{
+		Name:       "control log",
+		Topic:      l.cfg.Topic,
+		ClientOpts: l.cfg.ClientOpts,
+		Admin:      l.adm,
+		Timeout:    l.appendTimeout(),
+		Ensure:     l.ensureTopic,
+		Logger:     l.log,
+		KafkaErr: func(err error) {
+			if err == nil {
+				l.kafkaErr.Store(nil)
 				return
 			}
-			secret := l.apply(r)
+			l.kafkaErr.Store(&err)
+		},
+		Ends: func(ends map[int32]int64) { l.lag.Set(float64(ends[0])) },
+		Apply: func(r *kgo.Record) error {
 			// A node that cannot open a secret it needs (its KEK is not
-			// configured) refuses to start rather than serve without it,
-			// and stops if one arrives later (another node rotated to a
-			// KEK this one lacks).
-			if (secret && l.ready.Load()) || (!l.ready.Load() && r.Offset+1 >= end) {
-				fatal = l.state.Unreadable()
+			// configured) refuses to start rather than serve without it
+			// (CaughtUp), and stops if one arrives later (another node
+			// rotated to a KEK this one lacks).
+			if secret := l.apply(r); secret && l.ready.Load() {
+				return l.unreadable()
 			}
-			if fatal == nil && r.Offset+1 >= end {
-				l.markReady()
+			return nil
+		},
+		CaughtUp: func() error {
+			if err := l.unreadable(); err != nil {
+				return err
 			}
-		})
-		if fatal != nil {
-			l.log.Error("control log: secrets cannot be decrypted", "err", fatal)
-			return fatal
-		}
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			l.markReady()
+			return nil
+		},
+		Fetched: func(p kgo.FetchTopicPartition) {
 			if p.Err == nil && len(p.Records) > 0 {
 				l.lag.Set(float64(max(0, p.HighWatermark-(p.Records[len(p.Records)-1].Offset+1))))
 			}
-		})
+		},
+	}.Run(ctx)
+}
+
+// unreadable is the error of secrets this node cannot decrypt, logged.
+func (l *Log) unreadable() error {
+	err := l.state.Unreadable()
+	if err != nil {
+		l.log.Error("control log: secrets cannot be decrypted", "err", err)
 	}
+	return err
 }
 
 func (l *Log) markReady() {

@@ -5,9 +5,13 @@
 // that is merely unreachable.
 //
 // Every package that makes a kgo.Client or kadm.Client appends its own
-// options to the ones Options returns, so TLS and SASL reach all of them:
-// the control log, limits, the gateway's producer and poll groups, the
-// realtime readers and the dispatcher.
+// options to the ones Options returns (With copies them), so TLS and SASL
+// reach all of them: the control log, limits, the gateway's producer and
+// poll groups, the realtime readers and the dispatcher.
+//
+// It is also MsgMesh's one Kafka toolkit: EnsureTopic makes a topic when
+// missing, and Follow reads a topic to its end, reports it caught up, then
+// follows it (the control log and the usage counts read that way).
 package kafkaclient
 
 import (
@@ -185,7 +189,7 @@ func handshakeEOF(err error) bool {
 // MsgMesh (see Classify), else the error (unreachable: the caller
 // retries). opts are those of Options.
 func Check(ctx context.Context, opts []kgo.Opt, tlsOn bool, topic string, timeout time.Duration) error {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), kgo.DialTimeout(timeout), kgo.RetryTimeout(timeout))...)
+	cl, err := kgo.NewClient(With(opts, kgo.DialTimeout(timeout), kgo.RetryTimeout(timeout))...)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 )
 
 const (
@@ -112,11 +113,9 @@ func (c *Config) validate() error {
 	if c.ReplicationFactor < -1 {
 		errs = append(errs, fmt.Errorf("ReplicationFactor: want -1 (broker default) or positive, got %d", c.ReplicationFactor))
 	}
-	for name, pl := range map[string]config.PlanLimits{"free": c.Limits.Free, "paid": c.Limits.Paid} {
-		if pl.RequestsPerSecond < 0 || pl.MessagesPerSecond < 0 || pl.MonthlyMessages < 0 ||
-			math.IsNaN(pl.RequestsPerSecond) || math.IsNaN(pl.MessagesPerSecond) {
-			errs = append(errs, fmt.Errorf("Limits.%s: limits must be 0 (unlimited) or positive", name))
-		}
+	// The limits section's own rules (config.Limits.Validate), in one place.
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("limits: invalid config: %w", err)
@@ -160,9 +159,6 @@ func New(ctx context.Context, cfg Config) (*Limiter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.ReplicationFactor == 0 {
-		cfg.ReplicationFactor = -1
-	}
 	if cfg.FlushEvery == 0 {
 		cfg.FlushEvery = time.Second
 	}
@@ -196,7 +192,7 @@ func New(ctx context.Context, cfg Config) (*Limiter, error) {
 	// Both reasons' series exist from the start (for rate() in alerts).
 	l.refused.WithLabelValues("rate")
 	l.refused.WithLabelValues("quota")
-	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.ClientOpts...),
+	prod, err := kgo.NewClient(kafkaclient.With(cfg.ClientOpts,
 		kgo.DefaultProduceTopic(cfg.UsageTopic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	)...)

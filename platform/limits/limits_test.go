@@ -386,7 +386,7 @@ func TestUnlimitedAndValidation(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"UsageTopic", "NodeID", "FlushEvery", "Limits.paid"} {
+	for _, want := range []string{"UsageTopic", "NodeID", "FlushEvery", "limits.paid.monthly_messages"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}

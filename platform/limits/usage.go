@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 )
 
 // ErrNotReady is returned by Flush before Run has read the usage topic up
@@ -41,19 +40,12 @@ func (u *usage) total() int64 { return u.others + u.prior + u.local }
 func usageKey(month, tenant string) string { return month + "/" + tenant }
 
 func (l *Limiter) ensureTopic(ctx context.Context) error {
-	cleanup := "compact,delete"
-	retention := strconv.FormatInt(usageRetention.Milliseconds(), 10)
-	configs := map[string]*string{"cleanup.policy": &cleanup, "retention.ms": &retention}
-	if l.cfg.MinInsyncReplicas > 0 {
-		isr := strconv.Itoa(int(l.cfg.MinInsyncReplicas))
-		configs["min.insync.replicas"] = &isr
-	}
-	resp, err := l.adm.CreateTopic(ctx, 1, l.cfg.ReplicationFactor, configs, l.cfg.UsageTopic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("limits: create usage topic %s: %w", l.cfg.UsageTopic, err)
+	_, err := kafkaclient.EnsureTopic(ctx, l.adm, l.cfg.UsageTopic, kafkaclient.TopicSpec{
+		Partitions: 1, ReplicationFactor: l.cfg.ReplicationFactor, MinInsyncReplicas: l.cfg.MinInsyncReplicas,
+		Configs: map[string]string{"cleanup.policy": "compact,delete", "retention.ms": strconv.FormatInt(usageRetention.Milliseconds(), 10)},
+	})
+	if err != nil {
+		return fmt.Errorf("limits: usage topic: %w", err)
 	}
 	return nil
 }
@@ -143,138 +135,41 @@ func (l *Limiter) KafkaErr() error {
 	return nil
 }
 
-// retry records err and waits b's next backoff; false when ctx ended.
-func (l *Limiter) retry(ctx context.Context, b *backoff.ExponentialBackOff, what string, err error) bool {
-	l.kafkaErr.Store(&err)
-	wait := b.NextBackOff()
-	l.log.Warn("limits: "+what+"; retrying", "topic", l.cfg.UsageTopic, "err", err, "backoff", wait.Round(time.Millisecond))
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// newBackOff is the retry timing while Kafka is unreachable: from 250ms,
-// doubling, jittered ±50%, capped at 10s.
-func newBackOff() *backoff.ExponentialBackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 250*time.Millisecond, 10*time.Second, 0
-	b.Reset()
-	return b
-}
-
 // Run creates the usage topic if it is missing, reads it from the start,
 // then follows it, and writes this process's counts every FlushEvery once
 // caught up. It returns nil when ctx is done; Kafka errors are logged and
 // retried with backoff (KafkaErr says why meanwhile), never returned.
 func (l *Limiter) Run(ctx context.Context) error {
-	b := newBackOff()
-	for {
-		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := l.ensureTopic(tctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil || !l.retry(ctx, b, "making the usage topic", err) {
-			return nil
-		}
-	}
-	ends, ok := l.offsetsToRead(ctx, b)
-	if !ok {
-		return nil
-	}
-	if len(ends) == 0 {
-		l.markReady()
-	}
-	cons, err := kgo.NewClient(append(append([]kgo.Opt{}, l.cfg.ClientOpts...),
-		kgo.ConsumeTopics(l.cfg.UsageTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)...)
-	if err != nil {
-		return fmt.Errorf("limits: consumer: %w", err)
-	}
-	defer cons.Close()
-
 	flushed := make(chan struct{})
 	go func() {
 		defer close(flushed)
-		l.flushLoop(ctx)
+		l.flushLoop(ctx) // writes nothing before the topic was read
 	}()
 	defer func() { <-flushed }()
-
-	for {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			l.log.Warn("limits: usage topic fetch", "topic", t, "partition", p, "err", err)
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			l.apply(r)
-			if end, ok := ends[r.Partition]; ok && r.Offset+1 >= end {
-				delete(ends, r.Partition)
-				if len(ends) == 0 {
-					l.markReady()
-				}
-			}
-		})
-	}
-}
-
-// offsetsToRead returns, per partition of the usage topic that holds
-// records, the end offset to read up to before Ready. It retries until
-// Kafka answers; ok is false when ctx is done first.
-func (l *Limiter) offsetsToRead(ctx context.Context, b *backoff.ExponentialBackOff) (ends map[int32]int64, ok bool) {
-	for {
-		starts, err := l.adm.ListStartOffsets(ctx, l.cfg.UsageTopic)
-		if err == nil {
-			err = starts.Error()
-		}
-		if err == nil {
-			var endOffs map[int32]int64
-			endOffs, err = l.endOffsets(ctx)
+	return kafkaclient.Follow{
+		Name:       "limits",
+		Topic:      l.cfg.UsageTopic,
+		ClientOpts: l.cfg.ClientOpts,
+		Admin:      l.adm,
+		Timeout:    10 * time.Second,
+		Ensure:     l.ensureTopic,
+		Logger:     l.log,
+		KafkaErr: func(err error) {
 			if err == nil {
-				ends = map[int32]int64{}
-				for p, end := range endOffs {
-					if s, found := starts.Lookup(l.cfg.UsageTopic, p); !found || s.Offset < end {
-						ends[p] = end
-					}
-				}
 				l.kafkaErr.Store(nil)
-				return ends, true
+				return
 			}
-		}
-		if ctx.Err() != nil || !l.retry(ctx, b, "reading usage topic offsets", err) {
-			return nil, false
-		}
-	}
-}
-
-func (l *Limiter) endOffsets(ctx context.Context) (map[int32]int64, error) {
-	offs, err := l.adm.ListEndOffsets(ctx, l.cfg.UsageTopic)
-	if err == nil {
-		err = offs.Error()
-	}
-	if err != nil {
-		return nil, err
-	}
-	ends := map[int32]int64{}
-	offs.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			ends[o.Partition] = o.Offset
-		}
-	})
-	if len(offs[l.cfg.UsageTopic]) == 0 {
-		return nil, fmt.Errorf("usage topic %s has no partitions yet", l.cfg.UsageTopic)
-	}
-	return ends, nil
+			l.kafkaErr.Store(&err)
+		},
+		Apply: func(r *kgo.Record) error {
+			l.apply(r)
+			return nil
+		},
+		CaughtUp: func() error {
+			l.markReady()
+			return nil
+		},
+	}.Run(ctx)
 }
 
 // apply takes one usage record into the counts.

@@ -22,6 +22,11 @@
 //	attempts topic  <prefix>.<tenant>.wh.attempts
 //	attempt log     <prefix>.<tenant>.wh.attempt_log
 //	dead letters    <prefix>.<tenant>.dlq
+//	inspection      <prefix>.<tenant>.wh.<webhook id>.dlq-inspect (group; one-shot reads)
+//	replay          <prefix>.<tenant>.wh.<webhook id>.dlq-replay  (group; replay watermark)
+//
+// Mapper is the one table of every Kafka topic and group name MsgMesh
+// makes; no other package composes them.
 //
 // Kafka treats "." and "_" alike when it compares topic names (both become
 // "_" in metric names, so it refuses a topic whose name differs from an
@@ -120,6 +125,18 @@ func (m Mapper) UsageTopic() string { return m.Prefix + ".__usage" }
 // <prefix>.<tenant>.wh.<id>.
 func (m Mapper) WebhookGroup(tenant, id string) string {
 	return m.Prefix + "." + tenant + ".wh." + id
+}
+
+// InspectGroup tracks what one-shot inspection of a webhook's dead letters
+// has already shown, <prefix>.<tenant>.wh.<id>.dlq-inspect.
+func (m Mapper) InspectGroup(tenant, id string) string {
+	return m.WebhookGroup(tenant, id) + ".dlq-inspect"
+}
+
+// ReplayGroup tracks how far "replay all" of a webhook's dead letters got,
+// <prefix>.<tenant>.wh.<id>.dlq-replay.
+func (m Mapper) ReplayGroup(tenant, id string) string {
+	return m.WebhookGroup(tenant, id) + ".dlq-replay"
 }
 
 // RetryTopic holds a tenant's pending webhook retries, <prefix>.<tenant>.wh.retry;

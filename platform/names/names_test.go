@@ -102,3 +102,26 @@ func TestAttemptLogTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestMapperTable pins every Kafka topic and group name MsgMesh makes:
+// operators' ACLs and dashboards rely on them.
+func TestMapperTable(t *testing.T) {
+	m := Mapper{Prefix: "msgmesh"}
+	for got, want := range map[string]string{
+		m.KafkaTopic("acme", "orders"):       "msgmesh.acme.orders",
+		m.Group("acme", "orders", "billing"): "msgmesh.acme.orders.billing",
+		m.ControlTopic():                     "msgmesh.__control",
+		m.UsageTopic():                       "msgmesh.__usage",
+		m.WebhookGroup("acme", "wh_1"):       "msgmesh.acme.wh.wh_1",
+		m.InspectGroup("acme", "wh_1"):       "msgmesh.acme.wh.wh_1.dlq-inspect",
+		m.ReplayGroup("acme", "wh_1"):        "msgmesh.acme.wh.wh_1.dlq-replay",
+		m.RetryTopic("acme"):                 "msgmesh.acme.wh.retry",
+		m.DLQTopic("acme"):                   "msgmesh.acme.dlq",
+		m.AttemptsTopic("acme"):              "msgmesh.acme.wh.attempts",
+		m.AttemptLogTopic("acme"):            "msgmesh.acme.wh.attempt_log",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}

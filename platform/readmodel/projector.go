@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/names"
 )
 
@@ -199,7 +200,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	p.mu.Unlock()
 
 	control := p.mapper.ControlTopic()
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, p.cfg.ClientOpts...),
+	cl, err := kgo.NewClient(kafkaclient.With(p.cfg.ClientOpts,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{control: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Few, large fetches (the read model may lag by FetchMaxWait):

@@ -21,30 +21,50 @@ import (
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/readmodel"
+	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
 // DefaultTenant is the tenant the bootstrap admin key belongs to.
 const DefaultTenant = "default"
 
+// Config is what the control plane reads of the configuration: its
+// sections, validated by config.Config.Validate.
+type Config struct {
+	// Kafka names and makes topics (topic_prefix, replication, timeouts).
+	Kafka config.Kafka
+	// Topics bounds partitions and sets retention per plan.
+	Topics config.Topics
+	// Tokens bounds minted tokens' lifetimes.
+	Tokens config.Tokens
+	// Publish gives the room length bound and the record size of topics.
+	Publish config.Publish
+}
+
+// ConfigOf picks the control plane's sections out of c.
+func ConfigOf(c config.Config) Config {
+	return Config{Kafka: c.Kafka, Topics: c.Topics, Tokens: c.Tokens, Publish: c.Publish}
+}
+
 // Service runs control-plane commands.
 type Service struct {
 	// Now is the clock for minting tokens; nil = time.Now.
 	Now    func() time.Time
-	cfg    config.Config
+	cfg    Config
 	log    *slog.Logger
 	clog   *controlstate.Log
 	adm    *kadm.Client
 	mapper names.Mapper
 	// webhooks serves /v1/webhooks once SetWebhooks is called (webhooks.go).
-	webhooks *webhookDeps
+	webhooks *webhookstore.Store
 	// readModel serves the audit log and webhook attempts (readmodel.go).
 	readModel readmodel.Store
 }
 
 // New returns a Service appending to clog and managing Kafka topics with adm.
-func New(cfg config.Config, clog *controlstate.Log, adm *kadm.Client, log *slog.Logger) *Service {
+func New(cfg Config, clog *controlstate.Log, adm *kadm.Client, log *slog.Logger) *Service {
 	return &Service{cfg: cfg, log: log, clog: clog, adm: adm, mapper: names.Mapper{Prefix: cfg.Kafka.TopicPrefix}}
 }
 
@@ -64,7 +84,7 @@ const (
 	// MaxNameBytes caps a key's name.
 	MaxNameBytes = 200
 	// MaxReasonBytes caps a suspension's or a webhook's disabled reason.
-	MaxReasonBytes = 500
+	MaxReasonBytes = webhookstore.MaxReasonBytes
 	// MaxURLBytes caps a webhook URL.
 	MaxURLBytes = 2048
 )
@@ -257,19 +277,13 @@ func (s *Service) EnsureKafkaTopic(ctx context.Context, t controlstate.Topic) er
 	// The broker's default message.max.bytes (1048588) would refuse a
 	// payload of exactly publish.max_message_bytes once key and headers
 	// are added: raise it to what the producer may send.
-	maxMessage := strconv.Itoa(s.cfg.Publish.RecordBatchBytes())
-	configs := map[string]*string{"retention.ms": &retention, "max.message.bytes": &maxMessage}
-	if n := s.cfg.Kafka.MinInsyncReplicas; n > 0 {
-		isr := strconv.Itoa(n)
-		configs["min.insync.replicas"] = &isr
-	}
+	spec := kafkaclient.TopicSpec{Partitions: int32(t.Partitions), ReplicationFactor: int16(s.cfg.Kafka.ReplicationFactor),
+		MinInsyncReplicas: int16(s.cfg.Kafka.MinInsyncReplicas),
+		Configs:           map[string]string{"retention.ms": retention, "max.message.bytes": strconv.Itoa(s.cfg.Publish.RecordBatchBytes())}}
 	deadline := time.Now().Add(s.cfg.Kafka.RequestTimeout)
 	for {
-		resp, err := s.adm.CreateTopic(ctx, t.Partitions, int16(s.cfg.Kafka.ReplicationFactor), configs, t.KafkaTopic)
+		_, err := kafkaclient.EnsureTopic(ctx, s.adm, t.KafkaTopic, spec)
 		if err == nil {
-			err = resp.Err
-		}
-		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
 			return nil
 		}
 		// A topic deleted moments ago may still be going away.

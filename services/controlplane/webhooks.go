@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -15,23 +14,15 @@ import (
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
-	"github.com/msgmesh/msgmesh/platform/ssrf"
-	"github.com/msgmesh/msgmesh/services/dispatcher"
+	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
-// webhookDeps is what the webhook API needs beyond the Service.
-type webhookDeps struct {
-	guard func() *ssrf.Guard
-	dl    *dispatcher.DeadLetters
-	spec  dispatcher.TopicSpec
-}
-
-// SetWebhooks enables /v1/webhooks: guard returns the SSRF guard that
-// checks targets at registration (and re-enabling), dl reads dead
-// letters, spec makes each tenant's retry and dead-letter topics. Call
-// before serving.
-func (s *Service) SetWebhooks(guard func() *ssrf.Guard, dl *dispatcher.DeadLetters, spec dispatcher.TopicSpec) {
-	s.webhooks = &webhookDeps{guard: guard, dl: dl, spec: spec}
+// SetWebhooks enables /v1/webhooks with the process's webhook store: its
+// SSRF guard checks targets at registration (and re-enabling), its
+// dead-letter reader serves inspection and replay, and it makes each
+// tenant's retry and dead-letter topics. Call before serving.
+func (s *Service) SetWebhooks(store *webhookstore.Store) {
+	s.webhooks = store
 }
 
 // webhookRoutes registers the webhook API (spec section 2, "Webhook"):
@@ -90,8 +81,8 @@ func (s *Service) checkTarget(ctx context.Context, raw string) error {
 	if err := tooLong("url", raw, MaxURLBytes); err != nil {
 		return err
 	}
-	if err := s.webhooks.guard().CheckTarget(ctx, raw); err != nil {
-		return httpapi.Errorf(httpapi.CodeTargetRefused, "webhook url refused: %s", dispatcher.RedactError(err))
+	if err := s.webhooks.Guard().CheckTarget(ctx, raw); err != nil {
+		return httpapi.Errorf(httpapi.CodeTargetRefused, "webhook url refused: %s", webhookstore.RedactError(err))
 	}
 	return nil
 }
@@ -118,14 +109,14 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant, topic, url, room st
 	if err := s.checkTarget(ctx, url); err != nil {
 		return controlstate.Webhook{}, err
 	}
-	if err := dispatcher.EnsureTopics(ctx, s.adm, dispatcher.Names{Prefix: s.cfg.Kafka.TopicPrefix}, tenant, s.webhooks.spec); err != nil {
+	if _, err := s.webhooks.EnsureTopics(ctx, tenant); err != nil {
 		return controlstate.Webhook{}, httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "could not make the webhook's retry and dead-letter topics")
 	}
 	if err := s.EnsureKafkaTopic(ctx, t); err != nil {
 		return controlstate.Webhook{}, err
 	}
 	id := auth.NewID("wh_")
-	group := dispatcher.Names{Prefix: s.cfg.Kafka.TopicPrefix}.Group(tenant, id)
+	group := s.webhooks.Names().WebhookGroup(tenant, id)
 	ends, err := s.adm.ListEndOffsets(ctx, t.KafkaTopic)
 	if err == nil {
 		err = ends.Error()
@@ -198,43 +189,13 @@ func (s *Service) SetWebhook(ctx context.Context, w controlstate.Webhook, enable
 	return out, nil
 }
 
-// DisableWebhook records that the dispatcher stopped delivering to
-// webhook id (the SSRF guard refused it), with the reason.
-func (s *Service) DisableWebhook(ctx context.Context, tenant, id, reason string) error {
-	w, ok := s.State().Webhook(tenant, id)
-	if !ok || !w.Enabled {
-		return nil // deleted, or already disabled (by another node): nothing to append
-	}
-	offs := s.webhookOffsets(ctx, w)
-	if len(reason) > MaxReasonBytes {
-		reason = reason[:MaxReasonBytes]
-	}
-	_, err := s.clog.Append(ctx, controlstate.TypeWebhookDisabled, controlstate.WebhookDisabledData{Tenant: tenant, ID: id, Reason: reason, Offsets: offs})
-	if errors.Is(err, controlstate.ErrNotFound) {
-		return nil // deleted meanwhile
-	}
-	return err
-}
-
 // webhookOffsets is w's group's committed offsets on its Kafka topic (nil
-// when Kafka cannot say): recorded in webhook.disabled, they are where
-// delivery resumes if Kafka expires the empty group's offsets while the
-// webhook is disabled.
+// when Kafka cannot say), recorded in webhook.disabled.
 func (s *Service) webhookOffsets(ctx context.Context, w controlstate.Webhook) map[int32]int64 {
-	resp, err := s.adm.FetchOffsets(ctx, w.Group)
-	if err != nil {
+	if s.webhooks == nil {
 		return nil
 	}
-	out := map[int32]int64{}
-	resp.Each(func(o kadm.OffsetResponse) {
-		if o.Err == nil && o.Topic == w.KafkaTopic && o.At >= 0 {
-			out[o.Partition] = o.At
-		}
-	})
-	if len(out) == 0 {
-		return nil
-	}
-	return out
+	return s.webhooks.CommittedOffsets(ctx, w)
 }
 
 // webhookOf loads the webhook named by the path and checks that the
@@ -382,12 +343,12 @@ func (s *Service) inspectDeadLetters(c *gin.Context) {
 		}
 		max = n
 	}
-	dls, err := s.webhooks.dl.Inspect(c.Request.Context(), w, max)
+	dls, err := s.webhooks.DeadLetters().Inspect(c.Request.Context(), w, max)
 	if err != nil {
 		s.fail(c, httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "could not read the dead letters; retry"))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"dead_letters": dls, "one_shot": true, "note": dispatcher.InspectNote})
+	c.JSON(http.StatusOK, gin.H{"dead_letters": dls, "one_shot": true, "note": webhookstore.InspectNote})
 }
 
 func (s *Service) replayDeadLetters(c *gin.Context) {
@@ -406,8 +367,8 @@ func (s *Service) replayDeadLetters(c *gin.Context) {
 		s.fail(c, httpapi.Errorf(httpapi.CodeInvalidRequest, "cursors is empty: omit it to replay every dead letter"))
 		return
 	}
-	if len(req.Cursors) > dispatcher.MaxReplay {
-		s.fail(c, httpapi.Errorf(httpapi.CodePayloadTooLarge, "at most %d cursors per replay", dispatcher.MaxReplay))
+	if len(req.Cursors) > webhookstore.MaxReplay {
+		s.fail(c, httpapi.Errorf(httpapi.CodePayloadTooLarge, "at most %d cursors per replay", webhookstore.MaxReplay))
 		return
 	}
 	t, ok := s.State().Topic(w.Tenant, w.Topic)
@@ -415,7 +376,7 @@ func (s *Service) replayDeadLetters(c *gin.Context) {
 		s.fail(c, httpapi.Errorf(httpapi.CodeTopicNotFound, "the webhook's topic %q no longer exists", w.Topic))
 		return
 	}
-	res, err := s.webhooks.dl.Replay(c.Request.Context(), w, t.KafkaTopic, req.Cursors)
+	res, err := s.webhooks.DeadLetters().Replay(c.Request.Context(), w, t.KafkaTopic, req.Cursors)
 	if err != nil {
 		s.fail(c, httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "the replay did not complete; messages replayed before the failure stay replayed"))
 		return

@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
+	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/readmodel"
 )
 
@@ -33,13 +31,13 @@ const attemptEventsLinger = 100 * time.Millisecond
 // msgmesh_webhook_attempt_log_dropped_total.
 type attemptEvents struct {
 	cl      *kgo.Client
-	names   Names
+	names   names.Mapper
 	dropped prometheus.Counter
 	failed  prometheus.Counter
 }
 
-func newAttemptEvents(cfg Config, n Names) (*attemptEvents, error) {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.ClientOpts...),
+func newAttemptEvents(cfg Config, n names.Mapper) (*attemptEvents, error) {
+	cl, err := kgo.NewClient(kafkaclient.With(cfg.ClientOpts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(attemptEventsLinger),
 		kgo.MaxBufferedRecords(attemptEventsBuffer),
@@ -74,14 +72,14 @@ func outcomeName(o Outcome) string {
 // res. It never blocks.
 func (e *attemptEvents) record(l letter, res attemptResult, at time.Time, took time.Duration) {
 	v, err := json.Marshal(readmodel.AttemptRecord{
-		Tenant: l.tenant, WebhookID: l.Webhook, Topic: l.Topic, Cursor: l.Cursor, MessageID: l.MessageID,
+		Tenant: l.Tenant, WebhookID: l.Webhook, Topic: l.Topic, Cursor: l.Cursor, MessageID: l.MessageID,
 		Attempt: l.Attempt, Outcome: outcomeName(res.Outcome), Status: res.Status, Error: res.describe(),
 		DurationMs: took.Milliseconds(), Time: at.UTC(),
 	})
 	if err != nil {
 		return
 	}
-	r := &kgo.Record{Topic: e.names.AttemptLogTopic(l.tenant), Key: []byte(l.Webhook), Value: v}
+	r := &kgo.Record{Topic: e.names.AttemptLogTopic(l.Tenant), Key: []byte(l.Webhook), Value: v}
 	e.cl.TryProduce(context.Background(), r, func(_ *kgo.Record, err error) {
 		switch {
 		case err == nil:
@@ -97,29 +95,4 @@ func (e *attemptEvents) record(l letter, res attemptResult, at time.Time, took t
 func (e *attemptEvents) close(ctx context.Context) {
 	_ = e.cl.Flush(ctx)
 	e.cl.Close()
-}
-
-// ensureAttemptLog makes tenant's attempt log topic when missing (part of
-// ensureTopics; created gains it): spec.DLQPartitions partitions, kept as
-// long as the dead letters (spec.Retention). Records are keyed by webhook
-// id, so one webhook's attempts keep their order.
-func ensureAttemptLog(ctx context.Context, adm *kadm.Client, n Names, tenant string, spec TopicSpec, created []string) ([]string, error) {
-	retention := strconv.FormatInt(spec.Retention.Milliseconds(), 10)
-	topic := n.AttemptLogTopic(tenant)
-	cfg := map[string]*string{"retention.ms": &retention}
-	if spec.MinInsyncReplicas > 0 {
-		isr := strconv.Itoa(int(spec.MinInsyncReplicas))
-		cfg["min.insync.replicas"] = &isr
-	}
-	resp, err := adm.CreateTopic(ctx, spec.DLQPartitions, spec.ReplicationFactor, cfg, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err == nil {
-		created = append(created, topic)
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return created, fmt.Errorf("create %s: %w", topic, err)
-	}
-	return created, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/readmodel"
 )
 
@@ -24,11 +25,11 @@ func TestAttemptEventsRecord(t *testing.T) {
 	}
 	defer c.Close()
 	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-	e, err := newAttemptEvents(Config{ClientOpts: opts, RequestTimeout: 5 * time.Second}, Names{Prefix: "mm"})
+	e, err := newAttemptEvents(Config{ClientOpts: opts, RequestTimeout: 5 * time.Second}, names.Mapper{Prefix: "mm"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := letter{tenant: "acme", Webhook: "wh_1", Topic: "orders", MessageID: "msg", Cursor: "1-7", Attempt: 2}
+	l := letter{Tenant: "acme", Webhook: "wh_1", Topic: "orders", MessageID: "msg", Cursor: "1-7", Attempt: 2}
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	e.record(l, attemptResult{Status: 503, Outcome: Temporary}, at, 12*time.Millisecond)
 	e.record(l, attemptResult{Err: &url.Error{Op: "Post", URL: "https://x.example/h?token=SECRET", Err: errors.New("connection refused")}, Outcome: Temporary}, at, time.Millisecond)
@@ -71,14 +72,14 @@ func TestAttemptEventsRecord(t *testing.T) {
 // Kafka unreachable: recording an attempt returns at once (delivery never
 // waits for the attempt log).
 func TestAttemptEventsNeverBlock(t *testing.T) {
-	e, err := newAttemptEvents(Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, RequestTimeout: time.Second}, Names{Prefix: "mm"})
+	e, err := newAttemptEvents(Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, RequestTimeout: time.Second}, names.Mapper{Prefix: "mm"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.cl.Close()
 	start := time.Now()
 	for i := 0; i < attemptEventsBuffer+100; i++ {
-		e.record(letter{tenant: "acme", Webhook: "wh_1", Attempt: 1}, attemptResult{Status: 200}, time.Now(), 0)
+		e.record(letter{Tenant: "acme", Webhook: "wh_1", Attempt: 1}, attemptResult{Status: 200}, time.Now(), 0)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("%d records took %v with Kafka unreachable", attemptEventsBuffer+100, took)

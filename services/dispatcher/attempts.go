@@ -177,7 +177,7 @@ func (a *attemptLog) sync(ctx context.Context) error {
 func (a *attemptLog) start(ctx context.Context, l letter) (int, error) {
 	k := attemptKey(l)
 	a.mu.Lock()
-	n := max(l.posts(), a.posts[k]) + 1
+	n := max(l.PostsBefore(), a.posts[k]) + 1
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.d.cfg.RequestTimeout)
 	defer cancel()

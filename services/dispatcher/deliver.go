@@ -20,6 +20,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/cursor"
 	"github.com/msgmesh/msgmesh/platform/message"
 	"github.com/msgmesh/msgmesh/platform/ssrf"
+	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
 // Outcome classifies one delivery attempt (spec section 2, "When a
@@ -76,7 +77,7 @@ type attemptResult struct {
 // describe is the dead letter's "last error" text, redacted (no URL
 // query, no resolver address) and capped (RedactError).
 func (r attemptResult) describe() string {
-	return RedactError(r.Err)
+	return webhookstore.RedactError(r.Err)
 }
 
 // Sign returns the Standard Webhooks signature header value for a message:
@@ -127,13 +128,13 @@ func (d *Dispatcher) post(ctx context.Context, url, secret, id string, body []by
 	return attemptResult{Status: resp.StatusCode, Outcome: Classify(resp.StatusCode, nil)}
 }
 
-// body is the JSON a webhook receives: the message as poll shows it
+// body is the JSON a webhook receives for l: the message as poll shows it
 // (platform/message) with the stable message id and the topic first:
 //
 //	{"id","topic","cursor","room","data" | "data_base64","headers","published_at"}
 //
 // id equals the webhook-id header and stays the same across retries.
-func (l letter) body() []byte {
+func body(l letter) []byte {
 	r := &kgo.Record{Key: l.Room, Value: l.Value, Headers: l.Headers, Timestamp: l.PublishedAt}
 	if c, err := cursor.Parse(l.Cursor); err == nil {
 		r.Partition, r.Offset = c.Partition, c.Offset

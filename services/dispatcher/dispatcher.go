@@ -50,8 +50,10 @@ import (
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/cursor"
+	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/ssrf"
 	"github.com/msgmesh/msgmesh/platform/tracing"
+	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
 // Config configures a Dispatcher.
@@ -77,10 +79,9 @@ type Config struct {
 	TLS *tls.Config
 	// WaitReady blocks until the control projection has caught up.
 	WaitReady func(ctx context.Context) error
-	// Disable records that a webhook is disabled, with the reason (a
-	// control event), and returns once it is applied.
-	Disable func(ctx context.Context, tenant, id, reason string) error
-	Logger  *slog.Logger
+	// Store records that a webhook is disabled (required).
+	Store  Store
+	Logger *slog.Logger
 	// Registerer, if set, receives the dispatcher's metrics.
 	Registerer prometheus.Registerer
 	// Tracer makes a span per attempt of a traced message (a child of its
@@ -88,12 +89,20 @@ type Config struct {
 	Tracer *tracing.Tracer
 }
 
+// Store is what the dispatcher needs of the webhook store
+// (platform/webhookstore.Store): disabling a webhook whose target the
+// SSRF guard refused, with the reason (a control event), returning once
+// it is applied.
+type Store interface {
+	Disable(ctx context.Context, tenant, id, reason string) error
+}
+
 // Dispatcher runs every enabled webhook's consumer group member and every
 // tenant's retry consumer on this process.
 type Dispatcher struct {
 	cfg    Config
 	log    *slog.Logger
-	names  Names
+	names  names.Mapper
 	state  *controlstate.State
 	prod   *kgo.Client
 	adm    *kadm.Client
@@ -184,8 +193,8 @@ func (r *restart) fail(now time.Time) time.Duration {
 
 // New returns a Dispatcher; Run starts it.
 func New(cfg Config) (*Dispatcher, error) {
-	if cfg.Guard == nil || cfg.State == nil || cfg.Disable == nil || cfg.WaitReady == nil {
-		return nil, errors.New("dispatcher: Config.Guard, State, Disable and WaitReady are required")
+	if cfg.Guard == nil || cfg.State == nil || cfg.Store == nil || cfg.WaitReady == nil {
+		return nil, errors.New("dispatcher: Config.Guard, State, Store and WaitReady are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -200,7 +209,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatcher: producer: %w", err)
 	}
 	d := &Dispatcher{
-		cfg: cfg, log: cfg.Logger, names: Names{Prefix: cfg.TopicPrefix}, state: cfg.State, prod: prod, adm: kadm.NewClient(prod),
+		cfg: cfg, log: cfg.Logger, names: names.Mapper{Prefix: cfg.TopicPrefix}, state: cfg.State, prod: prod, adm: kadm.NewClient(prod),
 		kick: make(chan struct{}, 1), instance: instanceID(), ran: make(chan struct{}), hooks: map[string]*worker{}, retries: map[string]*worker{},
 		sems: map[string]chan struct{}{}, ensured: map[string]*ensured{}, backoff: map[string]*restart{}, attemptLogs: map[string]*attemptLog{},
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_webhook_attempts_total",
@@ -431,7 +440,7 @@ func (d *Dispatcher) forget(w *worker, tenant, id string) {
 	<-w.done
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.RequestTimeout)
 	defer cancel()
-	_, _ = d.adm.DeleteGroups(ctx, d.names.Group(tenant, id), d.names.InspectGroup(tenant, id), d.names.ReplayGroup(tenant, id))
+	_, _ = d.adm.DeleteGroups(ctx, d.names.WebhookGroup(tenant, id), d.names.InspectGroup(tenant, id), d.names.ReplayGroup(tenant, id))
 }
 
 // ensure makes the tenant's retry and DLQ topics: once, and again after
@@ -455,7 +464,7 @@ func (d *Dispatcher) ensure(ctx context.Context, tenant string) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
-	created, err := ensureTopics(ctx, d.adm, d.names, tenant, d.TopicSpec())
+	created, err := webhookstore.EnsureTopics(ctx, d.adm, d.names, tenant, d.TopicSpec())
 	d.ensuredMu.Lock()
 	defer d.ensuredMu.Unlock()
 	if err != nil {
@@ -526,16 +535,10 @@ func instanceID() string {
 }
 
 // TopicSpec is how the dispatcher makes retry and dead-letter topics.
-func (d *Dispatcher) TopicSpec() TopicSpec {
-	spec := SpecOf(d.cfg.Webhooks, d.cfg.ReplicationFactor, d.cfg.MaxRecordBytes)
+func (d *Dispatcher) TopicSpec() webhookstore.TopicSpec {
+	spec := webhookstore.SpecOf(d.cfg.Webhooks, d.cfg.ReplicationFactor, d.cfg.MaxRecordBytes)
 	spec.MinInsyncReplicas = d.cfg.MinInsyncReplicas
 	return spec
-}
-
-// SpecOf is the TopicSpec for cfg.
-func SpecOf(cfg config.Webhooks, rf int16, maxRecordBytes int) TopicSpec {
-	return TopicSpec{RetryPartitions: int32(cfg.RetryPartitions), DLQPartitions: int32(cfg.DLQPartitions),
-		ReplicationFactor: rf, Retention: cfg.DLQRetention, MaxMessageBytes: maxRecordBytes}
 }
 
 func (d *Dispatcher) spawn(ctx context.Context, run func(context.Context) error) *worker {
@@ -579,7 +582,7 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *le
 		return attemptResult{}, ctx.Err()
 	}
 	defer func() { <-s }()
-	n, err := d.attemptLog(l.tenant).start(ctx, *l)
+	n, err := d.attemptLog(l.Tenant).start(ctx, *l)
 	if err != nil {
 		return attemptResult{}, err
 	}
@@ -591,7 +594,7 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *le
 		defer func() { endAttemptSpan(span, res) }()
 	}
 	at := time.Now()
-	res = d.post(pctx, wh.URL, wh.Secret, l.MessageID, l.body())
+	res = d.post(pctx, wh.URL, wh.Secret, l.MessageID, body(*l))
 	d.events.record(*l, res, at, time.Since(at))
 	d.attempts.WithLabelValues(res.Outcome.String()).Inc()
 	if res.Outcome != Delivered {
@@ -645,13 +648,13 @@ func (d *Dispatcher) nextStep(l letter, res attemptResult) *kgo.Record {
 			next.Attempt++
 			next.NotBefore = time.Now().Add(d.backoffFor(l.Attempt))
 			next.LastStatus, next.LastError = res.Status, res.describe()
-			return next.record(d.names.RetryTopic(l.tenant))
+			return next.Record(d.names.RetryTopic(l.Tenant))
 		}
 	}
 	dead := l
 	dead.NotBefore = time.Time{}
 	dead.LastStatus, dead.LastError = res.Status, res.describe()
-	return dead.record(d.names.DLQTopic(l.tenant))
+	return dead.Record(d.names.DLQTopic(l.Tenant))
 }
 
 // backoffFor is the wait after attempt n failed: BackoffBase·2^(n-1),
@@ -671,5 +674,5 @@ func (d *Dispatcher) disable(ctx context.Context, wh controlstate.Webhook, res a
 	d.log.Warn("webhook disabled by the SSRF guard", "tenant", wh.Tenant, "webhook", wh.ID, "reason", reason)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RequestTimeout)
 	defer cancel()
-	return d.cfg.Disable(ctx, wh.Tenant, wh.ID, reason)
+	return d.cfg.Store.Disable(ctx, wh.Tenant, wh.ID, reason)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/ssrf"
+	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
 // The spec's table (section 2): nine permanent codes, everything else
@@ -60,23 +61,23 @@ func TestSignStandardWebhooks(t *testing.T) {
 }
 
 func TestLetterRoundTripAndBody(t *testing.T) {
-	l := letter{tenant: "acme", Webhook: "wh_1", Topic: "orders", MessageID: "msg_e_0-5", Cursor: "0-5", Room: []byte("r1"),
+	l := letter{Tenant: "acme", Webhook: "wh_1", Topic: "orders", MessageID: "msg_e_0-5", Cursor: "0-5", Room: []byte("r1"),
 		PublishedAt: time.UnixMilli(1700000000123), Value: []byte(`{"n":1}`), Attempt: 2, NotBefore: time.UnixMilli(1700000001000),
 		LastStatus: 503, Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")}, {Key: "x", Value: []byte("y")}}}
-	got, err := parseLetter(l.record("t"))
+	got, err := webhookstore.ParseLetter(l.Record("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got.tenant = l.tenant
+	got.Tenant = l.Tenant
 	if fmt.Sprint(got) != fmt.Sprint(l) {
 		t.Fatalf("round trip\n got %+v\nwant %+v", got, l)
 	}
 	var b map[string]any
-	if err := json.Unmarshal(l.body(), &b); err != nil {
-		t.Fatalf("body %s: %v", l.body(), err)
+	if err := json.Unmarshal(body(l), &b); err != nil {
+		t.Fatalf("body %s: %v", body(l), err)
 	}
 	if b["id"] != "msg_e_0-5" || b["topic"] != "orders" || b["cursor"] != "0-5" || b["room"] != "r1" || b["data"].(map[string]any)["n"] != float64(1) {
-		t.Fatalf("body %s", l.body())
+		t.Fatalf("body %s", body(l))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
 // errRefused ends a webhook's member after the guard stopped a delivery
@@ -209,7 +210,7 @@ func (d *Dispatcher) firstAttempts(ctx context.Context, wh controlstate.Webhook,
 			step.unhandled, step.stopped = r, true // deleted or disabled meanwhile: stop here
 			return step
 		}
-		l := letterOf(wh.Tenant, wh.ID, wh.Topic, epoch, r)
+		l := webhookstore.LetterOf(wh.Tenant, wh.ID, wh.Topic, epoch, r)
 		res, err := d.attempt(ctx, cur, &l)
 		if err != nil {
 			step.unhandled = r

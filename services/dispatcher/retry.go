@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
 // runRetry is a tenant's retry consumer: each record is a message waiting
@@ -151,12 +153,12 @@ func topicGone(err error) bool {
 // the record where it is), finished the attempt log key of a message
 // done with (delivered, dead-lettered or dropped).
 func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record) (next *kgo.Record, done bool, finished string, err error) {
-	l, err := parseLetter(r)
+	l, err := webhookstore.ParseLetter(r)
 	if err != nil {
 		d.log.Warn("webhook retries: skipping a record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 		return nil, true, "", nil
 	}
-	l.tenant = tenant
+	l.Tenant = tenant
 	if _, ok := d.state.Webhook(tenant, l.Webhook); !ok {
 		return nil, true, attemptKey(l), nil // deleted: its retries go with it
 	}
@@ -203,5 +205,5 @@ func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record)
 // backoff_max: its webhook is disabled and the message must wait for it.
 func (d *Dispatcher) park(l letter) *kgo.Record {
 	l.NotBefore = time.Now().Add(d.cfg.Webhooks.BackoffMax)
-	return l.record(d.names.RetryTopic(l.tenant))
+	return l.Record(d.names.RetryTopic(l.Tenant))
 }

@@ -39,9 +39,27 @@ type Quota interface {
 	Record(tenant string, n int)
 }
 
+// Config is what the gateway reads of the configuration: its sections,
+// validated by config.Config.Validate.
+type Config struct {
+	// HTTP gives the listener address (part of poll consumers' instance
+	// ids).
+	HTTP config.HTTP
+	// Kafka names topics and bounds produce and admin calls.
+	Kafka config.Kafka
+	// Publish bounds publish bodies; Poll bounds long polls and consumers.
+	Publish config.Publish
+	Poll    config.Poll
+}
+
+// ConfigOf picks the gateway's sections out of c.
+func ConfigOf(c config.Config) Config {
+	return Config{HTTP: c.HTTP, Kafka: c.Kafka, Publish: c.Publish, Poll: c.Poll}
+}
+
 // Gateway serves publish and poll.
 type Gateway struct {
-	cfg      config.Config
+	cfg      Config
 	log      *slog.Logger
 	state    *controlstate.State
 	topics   Topics
@@ -63,7 +81,7 @@ type metrics struct {
 }
 
 // New makes a Gateway. clientOpts reach Kafka; reg receives metrics.
-func New(cfg config.Config, state *controlstate.State, topics Topics, quota Quota, clientOpts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
+func New(cfg Config, state *controlstate.State, topics Topics, quota Quota, clientOpts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
 	maxBatch := int32(cfg.Publish.RecordBatchBytes())
 	producer, err := kgo.NewClient(append(append([]kgo.Opt{}, clientOpts...),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // with the idempotent producer (franz-go's default)

@@ -22,7 +22,7 @@ func parseCtx(body []byte) *gin.Context {
 
 // Headers keep order and duplicates in both forms; content-type comes first.
 func TestParsePublishHeaders(t *testing.T) {
-	g := &Gateway{cfg: config.Defaults()}
+	g := &Gateway{cfg: ConfigOf(config.Defaults())}
 	body := []byte(`{"messages":[{"data":1,"headers":[{"key":"b","value":"1"},{"key":"a","value_base64":"/w=="},{"key":"b","value":"2"}]},{"data":2,"headers":{"z":"1","a":"2"}}]}`)
 	recs, batch, err := g.parsePublish(parseCtx(body), body)
 	if err != nil || !batch || len(recs) != 2 {
@@ -46,7 +46,7 @@ func TestParsePublishHeaders(t *testing.T) {
 // BenchmarkParsePublishBatch parses a batch of 100 messages of about 1 KiB
 // (the benchmark's batch publish, docs/benchmarks.md).
 func BenchmarkParsePublishBatch(b *testing.B) {
-	g := &Gateway{cfg: config.Defaults()}
+	g := &Gateway{cfg: ConfigOf(config.Defaults())}
 	var sb strings.Builder
 	sb.WriteString(`{"messages":[`)
 	for i := range 100 {

@@ -16,6 +16,7 @@ package panel
 import (
 	"context"
 	"embed"
+	"errors"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -110,7 +111,8 @@ func New(cfg Config) (*Panel, error) {
 		cfg.HTTPClient = &http.Client{Timeout: 60 * time.Second}
 	}
 	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = 12 * time.Hour
+		// Its default is config.Defaults' panel.session_ttl (one place).
+		return nil, errors.New("panel: Config.SessionTTL must be positive (panel.session_ttl)")
 	}
 	p := &Panel{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, demoVisitors: map[string]*rate.Limiter{}, logins: map[string]*rate.Limiter{}}
 	p.demoCtx, p.stopDemo = context.WithCancel(context.Background())

@@ -48,7 +48,8 @@ type Config struct {
 	// CORSOrigins may open WebSockets from a browser; ["*"] or empty
 	// allows any origin (credentials are bearer tokens, never cookies).
 	CORSOrigins []string
-	// RequestTimeout bounds Kafka offset listings; default 10s.
+	// RequestTimeout bounds Kafka offset listings (kafka.request_timeout;
+	// required).
 	RequestTimeout time.Duration
 	// TopicPrefix names Kafka topics (names.Mapper).
 	TopicPrefix string
@@ -126,11 +127,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 10 * time.Second
-	}
-	if cfg.Realtime.MaxCatchups <= 0 {
-		cfg.Realtime.MaxCatchups = 256
+	// The tunables' defaults are config.Defaults' (one place); a zero here
+	// is a wiring mistake.
+	if cfg.RequestTimeout <= 0 || cfg.Realtime.MaxCatchups <= 0 {
+		return nil, errors.New("realtime: Config.RequestTimeout and Realtime.MaxCatchups must be positive (config.Defaults has them)")
 	}
 	cl, err := kgo.NewClient(cfg.ClientOpts...)
 	if err != nil {

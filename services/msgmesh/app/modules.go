@@ -40,7 +40,9 @@ import (
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/readmodel"
 	"github.com/msgmesh/msgmesh/platform/tracing"
+	"github.com/msgmesh/msgmesh/platform/webhookstore"
 	"github.com/msgmesh/msgmesh/services/controlplane"
+	"github.com/msgmesh/msgmesh/services/dispatcher"
 	"github.com/msgmesh/msgmesh/services/gateway"
 	"github.com/msgmesh/msgmesh/services/mcp"
 	"github.com/msgmesh/msgmesh/services/msgmesh/apidocs"
@@ -58,26 +60,41 @@ const (
 	Realtime     = "realtime"
 	Panel        = "panel"
 
-	modKafka      = "kafka"
-	modControlLog = "controllog"
-	modLimits     = "limits"
-	modServer     = "server"
+	modKafka          = "kafka"
+	modControlLog     = "controllog"
+	modLimits         = "limits"
+	modServer         = "server"
+	modControlService = "controlservice"
+	modWebhookStore   = "webhookstore"
 )
 
-// deps is the dependency graph; a target's modules start after theirs.
+// deps is the dependency graph: every module a module uses is named here,
+// and a module starts after its dependencies. Internal modules:
+//
+//	kafka           the embedded broker (if any), the client options, the admin client
+//	controllog      the control log's projection (and the keyring sealing its secrets)
+//	limits          tenant rate limits and monthly quotas (the usage topic)
+//	server          the HTTP listener, authentication, the rate limit, /mcp
+//	controlservice  the control plane's commands without its routes: the
+//	                gateway creates topics through it, the panel tenants and keys
+//	webhookstore    the SSRF guard, webhook TLS, the dead-letter reader,
+//	                disabling a webhook: the webhook API and the dispatcher share it
+//
 // The dispatcher has no API of its own, but its HTTP listener serves
 // /healthz, /readyz and /metrics (Kubernetes probes, Prometheus).
 var deps = map[string][]string{
-	All:           {ControlPlane, Gateway, Realtime, Dispatcher, Panel},
-	Panel:         {ControlPlane, Gateway, Realtime},
-	ControlPlane:  {modKafka, modControlLog, modServer},
-	Gateway:       {modKafka, modControlLog, modServer},
-	Realtime:      {modKafka, modControlLog, modServer},
-	Dispatcher:    {modKafka, modControlLog, modServer},
-	modControlLog: {modKafka},
-	modLimits:     {modKafka},
-	modServer:     {modControlLog, modLimits},
-	modKafka:      nil,
+	All:               {ControlPlane, Gateway, Realtime, Dispatcher, Panel},
+	Panel:             {ControlPlane, Gateway, Realtime, modControlService, modLimits, modServer, modControlLog, modKafka},
+	ControlPlane:      {modControlService, modWebhookStore, modServer, modControlLog, modKafka},
+	Gateway:           {modControlService, modLimits, modServer, modControlLog, modKafka},
+	Realtime:          {modServer, modControlLog, modKafka},
+	Dispatcher:        {modWebhookStore, modServer, modControlLog, modKafka},
+	modControlService: {modControlLog, modKafka},
+	modWebhookStore:   {modControlLog, modKafka},
+	modServer:         {modControlLog, modLimits, modKafka},
+	modControlLog:     {modKafka},
+	modLimits:         {modKafka},
+	modKafka:          nil,
 }
 
 // Targets lists what --target accepts, with what each serves.
@@ -90,12 +107,74 @@ var Targets = map[string]string{
 	Panel:        "the browser panel (/panel/) and the public live demo (/demo), acting through this node's own API",
 }
 
-// service is a running module: Run blocks until ctx ends or it fails;
-// Stop releases it (called in reverse start order).
-type service struct {
+// Module is one running part of a process as the wiring sees it. Each
+// init function builds one (every setup failure is returned, and New
+// fails with it); the App mounts its routes and registers its control
+// event hook before anything runs.
+type Module interface {
+	// Routes mounts the module's handlers on api, the authenticated and
+	// rate-limited group (the panel mounts on the engine: it has its own
+	// login).
+	Routes(api gin.IRouter)
+	// OnControlEvent sees every control event once it is applied, in log
+	// order, on the control log's goroutine: keep it short.
+	OnControlEvent(ev controlstate.Event, outcome error)
+	// Run blocks until ctx ends (then nil) or the module fails.
+	Run(ctx context.Context) error
+	// Drain is called when shutdown begins, as the HTTP server stops
+	// accepting: long polls and streams end now rather than at their
+	// timeouts.
+	Drain()
+	// Close releases the module, after the HTTP server has finished its
+	// requests, in reverse start order.
+	Close(ctx context.Context)
+}
+
+// part is a Module made of functions; a nil one does nothing.
+type part struct {
+	routes  func(api gin.IRouter)
+	onEvent func(ev controlstate.Event, outcome error)
+	run     func(ctx context.Context) error
+	drain   func()
+	close   func(ctx context.Context)
+}
+
+func (p part) Routes(api gin.IRouter) {
+	if p.routes != nil {
+		p.routes(api)
+	}
+}
+
+func (p part) OnControlEvent(ev controlstate.Event, outcome error) {
+	if p.onEvent != nil {
+		p.onEvent(ev, outcome)
+	}
+}
+
+func (p part) Run(ctx context.Context) error {
+	if p.run == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return p.run(ctx)
+}
+
+func (p part) Drain() {
+	if p.drain != nil {
+		p.drain()
+	}
+}
+
+func (p part) Close(ctx context.Context) {
+	if p.close != nil {
+		p.close(ctx)
+	}
+}
+
+// running is a started module and the name it reports errors with.
+type running struct {
 	name string
-	run  func(ctx context.Context) error
-	stop func(ctx context.Context)
+	Module
 }
 
 // App is one msgmesh process.
@@ -118,15 +197,19 @@ type App struct {
 	cp         *controlplane.Service
 	gw         *gateway.Gateway
 	rt         *realtime.Service
-	wh         *webhookParts        // dispatcher.go
-	mcp        *mcp.Server          // mcp.go
-	projector  *readmodel.Projector // readmodel.go
+	webhooks   *webhookstore.Store    // dispatcher.go
+	disp       *dispatcher.Dispatcher // dispatcher.go
+	mcp        *mcp.Server            // mcp.go
+	projector  *readmodel.Projector   // readmodel.go
 	authn      *auth.Authenticator
 	keyring    *keyring.Keyring
 	panel      *panel.Panel    // panel.go
 	tracer     *tracing.Tracer // nil: tracing off
 
-	services []service
+	// modules run in start order; http is the HTTP server's, stopped
+	// first.
+	modules []running
+	http    Module
 	// pending holds readiness back until set false (bootstrap done).
 	pending atomic.Bool
 	// kafkaRefused is why the brokers refused MsgMesh at startup, if so.
@@ -168,6 +251,9 @@ func Resolve(targets []string) ([]string, error) {
 		return nil
 	}
 	for _, t := range targets {
+		if _, ok := Targets[t]; !ok {
+			return nil, fmt.Errorf("unknown target %q (see --list-targets)", t)
+		}
 		if err := visit(t); err != nil {
 			return nil, err
 		}
@@ -214,7 +300,7 @@ func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Log
 		// Added first, so stopped last: spans of the final deliveries are
 		// flushed to the collector.
 		t := a.tracer
-		a.add(service{name: "tracing", stop: func(ctx context.Context) {
+		a.add("tracing", part{close: func(ctx context.Context) {
 			if err := t.Shutdown(ctx); err != nil {
 				a.log.Warn("tracing: flushing spans at exit failed", "err", err)
 			}
@@ -222,6 +308,7 @@ func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Log
 	}
 	inits := map[string]func(context.Context) error{
 		modKafka: a.initKafka, modControlLog: a.initControlLog, modLimits: a.initLimits, modServer: a.initServer,
+		modControlService: a.initControlService, modWebhookStore: a.initWebhookStore,
 		ControlPlane: a.initControlPlane, Gateway: a.initGateway, Realtime: a.initRealtime, Dispatcher: a.initDispatcher, Panel: a.initPanel, All: func(context.Context) error { return nil },
 	}
 	for _, m := range mods {
@@ -230,10 +317,20 @@ func New(ctx context.Context, cfg config.Config, targets []string, log *slog.Log
 			return nil, fmt.Errorf("%s: %w", m, err)
 		}
 	}
+	// Every module's routes, control event hook and drain are wired the
+	// same way, before anything runs.
+	for _, m := range a.modules {
+		m.Routes(a.api)
+		a.clog.OnApply(m.OnControlEvent)
+		a.server.RegisterOnShutdown(m.Drain)
+	}
 	return a, nil
 }
 
-func (a *App) add(s service) { a.services = append(a.services, s) }
+// add appends a started module; name prefixes its errors.
+func (a *App) add(name string, m Module) {
+	a.modules = append(a.modules, running{name: name, Module: m})
+}
 
 func (a *App) initKafka(ctx context.Context) error {
 	brokers := a.cfg.Kafka.Brokers
@@ -244,7 +341,7 @@ func (a *App) initKafka(ctx context.Context) error {
 		}
 		a.broker = b
 		brokers = b.Addrs()
-		a.add(service{name: "embedded broker", stop: func(context.Context) { b.Close() }})
+		a.add("embedded broker", part{close: func(context.Context) { b.Close() }})
 	}
 	// The one place client options are made: every Kafka client of the
 	// process (admin, control log, limits, gateway, poll groups,
@@ -261,8 +358,7 @@ func (a *App) initKafka(ctx context.Context) error {
 	}
 	a.admClient, a.adm = cl, kadm.NewClient(cl)
 	a.adm.SetTimeoutMillis(int32(a.cfg.Kafka.RequestTimeout.Milliseconds()))
-	a.add(service{name: "kafka admin", stop: func(context.Context) { cl.Close() }})
-	a.add(service{name: "kafka", run: a.checkKafka})
+	a.add("kafka", part{run: a.checkKafka, close: func(context.Context) { cl.Close() }})
 	return nil
 }
 
@@ -322,7 +418,7 @@ func (a *App) initControlLog(ctx context.Context) error {
 		return err
 	}
 	a.clog = l
-	a.add(service{name: "control log", run: l.Run, stop: func(context.Context) { l.Close() }})
+	a.add("control log", part{run: l.Run, close: func(context.Context) { l.Close() }})
 	return nil
 }
 
@@ -343,7 +439,7 @@ func (a *App) initLimits(ctx context.Context) error {
 		return err
 	}
 	a.limiter = l
-	a.add(service{name: "limits", run: l.Run, stop: func(context.Context) { l.Close() }})
+	a.add("limits", part{run: l.Run, close: func(context.Context) { l.Close() }})
 	return nil
 }
 
@@ -436,8 +532,7 @@ func (a *App) initServer(ctx context.Context) error {
 		IdleTimeout:       a.cfg.HTTP.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
-	a.add(service{
-		name: "http server",
+	a.http = part{
 		run: func(ctx context.Context) error {
 			// net/http's own answers to unparsable requests in the error format.
 			err := a.server.Serve(httpapi.ErrorFormatListener(ln, a.log))
@@ -446,14 +541,14 @@ func (a *App) initServer(ctx context.Context) error {
 			}
 			return err
 		},
-		stop: func(ctx context.Context) {
+		close: func(ctx context.Context) {
 			sctx, cancel := context.WithTimeout(ctx, a.cfg.HTTP.ShutdownTimeout)
 			defer cancel()
 			if err := a.server.Shutdown(sctx); err != nil {
 				a.log.Warn("http shutdown", "err", err)
 			}
 		},
-	})
+	}
 	return nil
 }
 
@@ -527,32 +622,31 @@ func (a *App) requireReady(c *gin.Context) {
 	c.Next()
 }
 
-func (a *App) controlPlane() *controlplane.Service {
-	if a.cp == nil {
-		a.cp = controlplane.New(a.cfg, a.clog, a.adm, a.log.With("component", "controlplane"))
-		a.cp.Now = a.now
-		if err := a.setupWebhookAPI(a.cp); err != nil {
-			a.log.Error("webhook API disabled", "err", err)
-		}
-	}
-	return a.cp
+// initControlService builds the control plane's commands (topics, keys,
+// tenants) for the modules that act through them; the ControlPlane target
+// adds the routes.
+func (a *App) initControlService(ctx context.Context) error {
+	a.cp = controlplane.New(controlplane.ConfigOf(a.cfg), a.clog, a.adm, a.log.With("component", "controlplane"))
+	a.cp.Now = a.now
+	return nil
 }
 
 func (a *App) initControlPlane(ctx context.Context) error {
-	cp := a.controlPlane()
+	cp := a.cp
+	cp.SetWebhooks(a.webhooks)
 	if err := a.initReadModel(ctx); err != nil {
 		return err
 	}
-	cp.Routes(a.api)
+	a.add(ControlPlane, part{routes: cp.Routes})
 	if iv := a.cfg.Metrics.GroupLagInterval; iv > 0 {
 		lag := grouplag.New(a.adm, a.cfg.Kafka.TopicPrefix, iv, a.cfg.Kafka.RequestTimeout, a.log.With("component", "grouplag"))
 		if err := a.reg.Register(lag); err != nil {
 			return fmt.Errorf("group lag metrics: %w", err)
 		}
-		a.add(service{name: "group lag", run: lag.Run})
+		a.add("group lag", part{run: lag.Run})
 	}
 	a.pending.Store(true)
-	a.add(service{name: "controlplane bootstrap", run: func(ctx context.Context) error {
+	a.add("controlplane bootstrap", part{run: func(ctx context.Context) error {
 		if err := a.clog.WaitReady(ctx); err != nil {
 			return nil
 		}
@@ -595,17 +689,15 @@ func (a *App) initControlPlane(ctx context.Context) error {
 }
 
 func (a *App) initGateway(ctx context.Context) error {
-	g, err := gateway.New(a.cfg, a.clog.State(), a.controlPlane(), a.limiter, a.clientOpts, a.log.With("component", "gateway"), a.reg)
+	g, err := gateway.New(gateway.ConfigOf(a.cfg), a.clog.State(), a.cp, a.limiter, a.clientOpts, a.log.With("component", "gateway"), a.reg)
 	if err != nil {
 		return err
 	}
 	g.SetTracer(a.tracer)
-	a.clog.OnApply(g.OnControlEvent)
-	g.Routes(a.api)
-	// Long polls end at once when shutdown begins, not after their wait_ms.
-	a.server.RegisterOnShutdown(g.Drain)
 	a.gw = g
-	a.add(service{name: "gateway", run: g.Run, stop: g.Close})
+	// Long polls end at once when shutdown begins (Drain), not after their
+	// wait_ms.
+	a.add(Gateway, g)
 	return nil
 }
 
@@ -626,13 +718,11 @@ func (a *App) initRealtime(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.clog.OnApply(rt.OnControlEvent)
-	rt.Routes(a.api)
-	// Streams never end by themselves: end them when shutdown starts so
-	// that the server's graceful shutdown does not wait for them.
-	a.server.RegisterOnShutdown(rt.Shutdown)
 	a.rt = rt
-	a.add(service{name: "realtime", run: rt.Run, stop: rt.Close})
+	// Streams never end by themselves: end them when shutdown starts
+	// (Drain) so that the server's graceful shutdown does not wait for
+	// them.
+	a.add(Realtime, part{routes: rt.Routes, onEvent: rt.OnControlEvent, run: rt.Run, drain: rt.Shutdown, close: rt.Close})
 	return nil
 }
 
@@ -643,17 +733,18 @@ func (a *App) initRealtime(ctx context.Context) error {
 func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, len(a.services))
+	all := a.modules
+	if a.http != nil {
+		all = append([]running{{name: "http server", Module: a.http}}, all...)
+	}
+	errc := make(chan error, len(all))
 	var wg sync.WaitGroup
-	for _, s := range a.services {
-		if s.run == nil {
-			continue
-		}
+	for _, m := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.run(ctx); err != nil {
-				errc <- fmt.Errorf("%s: %w", s.name, err)
+			if err := m.Run(ctx); err != nil {
+				errc <- fmt.Errorf("%s: %w", m.name, err)
 				cancel()
 			}
 		}()
@@ -671,26 +762,18 @@ func (a *App) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// stopAll stops the HTTP server first (no new requests; in-flight ones
-// finish), then the rest in reverse start order.
+// stopAll stops the HTTP server first (no new requests; every module's
+// Drain runs as it begins; in-flight requests finish), then closes the
+// modules in reverse start order.
 func (a *App) stopAll(ctx context.Context) {
-	order := make([]service, 0, len(a.services))
-	for _, s := range a.services {
-		if s.name == "http server" {
-			order = append([]service{s}, order...)
-		}
+	if a.http != nil {
+		a.http.Close(ctx)
+		a.http = nil
 	}
-	for i := len(a.services) - 1; i >= 0; i-- {
-		if a.services[i].name != "http server" {
-			order = append(order, a.services[i])
-		}
+	for i := len(a.modules) - 1; i >= 0; i-- {
+		a.modules[i].Close(ctx)
 	}
-	for _, s := range order {
-		if s.stop != nil {
-			s.stop(ctx)
-		}
-	}
-	a.services = nil
+	a.modules = nil
 }
 
 // TargetList describes the targets for --list-targets.

@@ -13,6 +13,8 @@ import (
 	msgmesh "github.com/msgmesh/msgmesh/sdks/go"
 	"github.com/msgmesh/msgmesh/services/mcp"
 	"github.com/msgmesh/msgmesh/services/panel"
+
+	"github.com/gin-gonic/gin"
 )
 
 // DemoTopic is the demo tenant's one topic.
@@ -57,12 +59,16 @@ func (a *App) initPanel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.Routes(a.engine)
 	a.panel = p
-	a.add(service{name: "panel", stop: func(ctx context.Context) {
-		p.Close()
-		demo.revoke(ctx)
-	}})
+	a.add(Panel, part{
+		// The panel has its own login: it mounts on the engine, outside the
+		// API's authentication.
+		routes: func(gin.IRouter) { p.Routes(a.engine) },
+		close: func(ctx context.Context) {
+			p.Close()
+			demo.revoke(ctx)
+		},
+	})
 	return nil
 }
 

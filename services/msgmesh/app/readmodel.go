@@ -19,7 +19,7 @@ func (a *App) initReadModel(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		a.add(service{name: "read model database", stop: func(context.Context) { pg.Close() }})
+		a.add("read model database", part{close: func(context.Context) { pg.Close() }})
 		store = pg
 	} else {
 		store = readmodel.NewMemory(0, 0)
@@ -35,8 +35,8 @@ func (a *App) initReadModel(ctx context.Context) error {
 		return err
 	}
 	a.projector = p
-	a.controlPlane().SetReadModel(store)
-	a.add(service{name: "read model projector", run: p.Run})
+	a.cp.SetReadModel(store)
+	a.add("read model projector", part{run: p.Run})
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package dispatcher
+package webhookstore
 
 import (
 	"errors"
@@ -33,10 +33,11 @@ const (
 	HeaderReplayOf = "msgmesh-replay-of"
 )
 
-// letter is one message on its way through a webhook: read from the
-// tenant topic, or from a retry or dead-letter record.
-type letter struct {
-	tenant      string // not encoded: the topics are per tenant
+// Letter is one message on its way through a webhook: read from the
+// tenant topic, or from a retry or dead-letter record (the dispatcher
+// writes both; the dead-letter reader reads the latter).
+type Letter struct {
+	Tenant      string // not encoded: the topics are per tenant
 	Webhook     string
 	Topic       string // tenant topic name
 	MessageID   string
@@ -52,7 +53,7 @@ type letter struct {
 	// Posts is how many POSTs were made (started) so far, the last one
 	// included: Attempt - 1 in a retry record and Attempt in a dead
 	// letter, plus one for each attempt made again because a process died
-	// before its outcome was recorded (see attemptLog). 0: not recorded
+	// before its outcome was recorded (the dispatcher's attempts topic). 0: not recorded
 	// (a first attempt, or a record of an earlier version).
 	Posts      int
 	NotBefore  time.Time
@@ -60,24 +61,26 @@ type letter struct {
 	LastError  string
 }
 
-// messageID is the stable id of a message for webhook-id: the topic's
+// MessageID is the stable id of a message for webhook-id: the topic's
 // epoch (it changes when a topic is deleted and made again) and the
 // cursor. A replayed message is a new record, so it has a new id.
-func messageID(epoch string, partition int32, offset int64) string {
+func MessageID(epoch string, partition int32, offset int64) string {
 	if len(epoch) > 16 {
 		epoch = epoch[:16]
 	}
 	return "msg_" + epoch + "_" + cursor.Cursor{Partition: partition, Offset: offset}.String()
 }
 
-func letterOf(tenant, webhook, topic, epoch string, r *kgo.Record) letter {
-	return letter{tenant: tenant, Webhook: webhook, Attempt: 1, Topic: topic, MessageID: messageID(epoch, r.Partition, r.Offset),
+// LetterOf is the first attempt's letter of record r of tenant's topic
+// (epoch: the topic's, see MessageID) for webhook.
+func LetterOf(tenant, webhook, topic, epoch string, r *kgo.Record) Letter {
+	return Letter{Tenant: tenant, Webhook: webhook, Attempt: 1, Topic: topic, MessageID: MessageID(epoch, r.Partition, r.Offset),
 		Cursor: cursor.Cursor{Partition: r.Partition, Offset: r.Offset}.String(), Room: r.Key,
 		PublishedAt: r.Timestamp, Value: r.Value, Headers: r.Headers}
 }
 
-// record encodes l as a retry or dead-letter record of kafkaTopic.
-func (l letter) record(kafkaTopic string) *kgo.Record {
+// Record encodes l as a retry or dead-letter record of kafkaTopic.
+func (l Letter) Record(kafkaTopic string) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, len(l.Headers)+10)
 	add := func(k, v string) { h = append(h, kgo.RecordHeader{Key: k, Value: []byte(v)}) }
 	add(hWebhook, l.Webhook)
@@ -105,28 +108,29 @@ func (l letter) record(kafkaTopic string) *kgo.Record {
 	return &kgo.Record{Topic: kafkaTopic, Key: []byte(l.Webhook), Value: l.Value, Headers: h}
 }
 
-// posts is how many POSTs were made before the attempt l (a letter read
+// PostsBefore is how many POSTs were made before the attempt l (a letter read
 // from the tenant topic or a retry record) is about to make.
-func (l letter) posts() int {
+func (l Letter) PostsBefore() int {
 	if l.Posts > 0 {
 		return l.Posts
 	}
 	return l.Attempt - 1
 }
 
-// postsMade is how many POSTs a dead letter's sequence made.
-func (l letter) postsMade() int {
+// PostsMade is how many POSTs a dead letter's sequence made.
+func (l Letter) PostsMade() int {
 	if l.Posts > 0 {
 		return l.Posts
 	}
 	return l.Attempt
 }
 
-var errNotLetter = errors.New("not a webhook retry or dead-letter record")
+// ErrNotLetter: a record that is no retry or dead-letter record.
+var ErrNotLetter = errors.New("not a webhook retry or dead-letter record")
 
-// parseLetter decodes a record made by letter.record.
-func parseLetter(r *kgo.Record) (letter, error) {
-	var l letter
+// ParseLetter decodes a record made by Letter.Record.
+func ParseLetter(r *kgo.Record) (Letter, error) {
+	var l Letter
 	l.Value = r.Value
 	var err error
 	for _, h := range r.Headers {
@@ -165,11 +169,11 @@ func parseLetter(r *kgo.Record) (letter, error) {
 			}
 		}
 		if err != nil {
-			return letter{}, fmt.Errorf("%w: header %s: %v", errNotLetter, h.Key, err)
+			return Letter{}, fmt.Errorf("%w: header %s: %v", ErrNotLetter, h.Key, err)
 		}
 	}
 	if l.Webhook == "" || l.MessageID == "" || l.Attempt < 1 {
-		return letter{}, errNotLetter
+		return Letter{}, ErrNotLetter
 	}
 	return l, nil
 }

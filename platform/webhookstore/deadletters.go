@@ -1,4 +1,4 @@
-package dispatcher
+package webhookstore
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/cursor"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/message"
+	"github.com/msgmesh/msgmesh/platform/names"
 )
 
 // InspectNote is said with every inspection (spec section 2).
@@ -34,7 +36,7 @@ const MaxReplay = 1000
 // all", or chosen DLQ cursors read by offset), which inspection never
 // affects.
 type DeadLetters struct {
-	names      Names
+	names      names.Mapper
 	clientOpts []kgo.Opt
 	prod       *kgo.Client
 	adm        *kadm.Client
@@ -48,7 +50,7 @@ type DeadLetters struct {
 // NewDeadLetters connects with clientOpts; maxRecordBytes bounds a
 // republished message, timeout each Kafka call.
 func NewDeadLetters(prefix string, clientOpts []kgo.Opt, maxRecordBytes int, timeout time.Duration, log *slog.Logger) (*DeadLetters, error) {
-	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, clientOpts...),
+	prod, err := kgo.NewClient(kafkaclient.With(clientOpts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(int32(maxRecordBytes)),
 		kgo.ProducerLinger(0),
@@ -60,7 +62,7 @@ func NewDeadLetters(prefix string, clientOpts []kgo.Opt, maxRecordBytes int, tim
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &DeadLetters{names: Names{Prefix: prefix}, clientOpts: clientOpts, prod: prod, adm: kadm.NewClient(prod),
+	return &DeadLetters{names: names.Mapper{Prefix: prefix}, clientOpts: clientOpts, prod: prod, adm: kadm.NewClient(prod),
 		timeout: timeout, log: log, locks: map[string]*sync.Mutex{}}, nil
 }
 
@@ -106,10 +108,10 @@ type DeadLetter struct {
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-func viewOf(r *kgo.Record, l letter) DeadLetter {
+func viewOf(r *kgo.Record, l Letter) DeadLetter {
 	v := DeadLetter{Cursor: cursor.Cursor{Partition: r.Partition, Offset: r.Offset}.String(), MessageID: l.MessageID,
 		Topic: l.Topic, OriginalCursor: l.Cursor, Headers: message.Headers(l.Headers), PublishedAt: l.PublishedAt.UTC().Format(timeFormat),
-		DeadLetteredAt: r.Timestamp.UTC().Format(timeFormat), Attempts: l.postsMade(), LastStatus: l.LastStatus, LastError: l.LastError}
+		DeadLetteredAt: r.Timestamp.UTC().Format(timeFormat), Attempts: l.PostsMade(), LastStatus: l.LastStatus, LastError: l.LastError}
 	if l.Room != nil {
 		s := string(l.Room)
 		v.Room = &s
@@ -140,7 +142,7 @@ func (dl *DeadLetters) Inspect(ctx context.Context, wh controlstate.Webhook, max
 			return false
 		}
 		next[r.Partition] = r.Offset + 1
-		if l, err := parseLetter(r); err == nil && l.Webhook == wh.ID {
+		if l, err := ParseLetter(r); err == nil && l.Webhook == wh.ID {
 			out = append(out, viewOf(r, l))
 		}
 		return true
@@ -192,7 +194,7 @@ func (dl *DeadLetters) Replay(ctx context.Context, wh controlstate.Webhook, kafk
 				return false
 			}
 			next[r.Partition] = r.Offset + 1
-			if l, err := parseLetter(r); err == nil && l.Webhook == wh.ID {
+			if l, err := ParseLetter(r); err == nil && l.Webhook == wh.ID {
 				recs = append(recs, replayRecord(kafkaTopic, r, l))
 			}
 			return true
@@ -250,7 +252,7 @@ func (dl *DeadLetters) Replay(ctx context.Context, wh controlstate.Webhook, kafk
 				return true
 			}
 			delete(want[r.Partition], r.Offset)
-			if l, err := parseLetter(r); err == nil && l.Webhook == wh.ID {
+			if l, err := ParseLetter(r); err == nil && l.Webhook == wh.ID {
 				recs = append(recs, replayRecord(kafkaTopic, r, l))
 			} else {
 				res.NotFound = append(res.NotFound, c)
@@ -270,7 +272,7 @@ func (dl *DeadLetters) Replay(ctx context.Context, wh controlstate.Webhook, kafk
 	return res, dl.republish(ctx, recs, &res)
 }
 
-func replayRecord(kafkaTopic string, r *kgo.Record, l letter) *kgo.Record {
+func replayRecord(kafkaTopic string, r *kgo.Record, l Letter) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, len(l.Headers)+1)
 	for _, x := range l.Headers {
 		if x.Key != HeaderReplayOf {
@@ -368,7 +370,7 @@ func (dl *DeadLetters) scan(ctx context.Context, topic string, from, ends map[in
 	for p, o := range from {
 		parts[p] = kgo.NewOffset().At(o)
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, dl.clientOpts...),
+	cl, err := kgo.NewClient(kafkaclient.With(dl.clientOpts,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
 		kgo.FetchMaxWait(200*time.Millisecond),
 		// Dead letters of aborted transactions are never shown; the

@@ -1,0 +1,62 @@
+package kafkaclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// With returns a copy of opts followed by more: the one way a package
+// adds its own options to the process's client options without writing
+// into the caller's slice.
+func With(opts []kgo.Opt, more ...kgo.Opt) []kgo.Opt {
+	out := make([]kgo.Opt, 0, len(opts)+len(more))
+	return append(append(out, opts...), more...)
+}
+
+// TopicSpec says how EnsureTopic makes a topic.
+type TopicSpec struct {
+	Partitions int32
+	// ReplicationFactor; -1 (or 0) uses the broker's default.
+	ReplicationFactor int16
+	// MinInsyncReplicas is the topic's min.insync.replicas; 0 or -1 leaves
+	// the broker's default.
+	MinInsyncReplicas int16
+	// Configs are further topic configs (retention.ms, cleanup.policy...).
+	Configs map[string]string
+}
+
+// EnsureTopic makes topic with spec when it is missing; created reports
+// whether this call made it. A topic that exists already is left as it
+// is (its configs are not compared). Safe to call from any node at once.
+func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, spec TopicSpec) (created bool, err error) {
+	configs := make(map[string]*string, len(spec.Configs)+1)
+	for k, v := range spec.Configs {
+		configs[k] = &v
+	}
+	if spec.MinInsyncReplicas > 0 {
+		isr := strconv.Itoa(int(spec.MinInsyncReplicas))
+		configs["min.insync.replicas"] = &isr
+	}
+	rf := spec.ReplicationFactor
+	if rf == 0 {
+		rf = -1
+	}
+	resp, err := adm.CreateTopic(ctx, spec.Partitions, rf, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return false, nil
+	default:
+		return false, fmt.Errorf("create %s: %w", topic, err)
+	}
+}
