@@ -11,7 +11,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +22,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
-	gojson "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
@@ -140,15 +138,9 @@ func (g *Gateway) parsePublish(c *gin.Context, body []byte) (recs []*kgo.Record,
 		if !utf8.Valid(body) {
 			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "invalid JSON body: not valid UTF-8 at byte %d (JSON text is UTF-8; to publish other bytes, send them raw with their own Content-Type)", invalidUTF8At(body))
 		}
-		var pb publishBody
-		// goccy/go-json: std-compatible, about 2.5x faster on batches.
-		dec := gojson.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&pb); err != nil {
+		pb, err := decodePublishBody(body)
+		if err != nil {
 			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "invalid JSON body: %v (send {\"data\": ...} or {\"messages\": [...]}, or another Content-Type to publish raw bytes)", err)
-		}
-		if dec.More() {
-			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "invalid JSON body: trailing data after the object")
 		}
 		single := len(pb.Data) > 0
 		switch {
@@ -248,11 +240,6 @@ func (g *Gateway) checkRoom(room string, i int) error {
 func (g *Gateway) record(m publishMessage, i int) (*kgo.Record, error) {
 	if len(m.Data) > g.cfg.Publish.MaxMessageBytes {
 		return nil, httpapi.Errorf(httpapi.CodePayloadTooLarge, "%smessage of %d bytes is over the %d byte limit", where(i), len(m.Data), g.cfg.Publish.MaxMessageBytes)
-	}
-	// The fast decoder is lenient inside raw values: check "data" with the
-	// standard library, which is what consumers (and poll) parse with.
-	if !json.Valid(m.Data) {
-		return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%s\"data\" is not valid JSON", where(i))
 	}
 	r := &kgo.Record{Value: []byte(m.Data)}
 	if m.Room != nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/msgmesh/msgmesh/platform/config"
+	"github.com/msgmesh/msgmesh/platform/httpapi"
 )
 
 func parseCtx(body []byte) *gin.Context {
@@ -62,6 +64,41 @@ func BenchmarkParsePublishBatch(b *testing.B) {
 	for b.Loop() {
 		if _, _, err := g.parsePublish(parseCtx(body), body); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The one-pass decoder accepts what encoding/json accepts and refuses the
+// rest with a 400, naming what is wrong.
+func TestParsePublishJSON(t *testing.T) {
+	g := &Gateway{cfg: config.Defaults()}
+	for _, tc := range []struct{ body, data, room string }{
+		{`{"data":1}`, `1`, ""},
+		{` { "data" : {"a":[1, 2]} , "room" : "r" } `, `{"a":[1, 2]}`, "r"},
+		{`{"data":1,"data":2}`, `2`, ""}, // the last wins, as in encoding/json
+		{`{"data":"\ud800"}`, `"\ud800"`, ""},
+		{`{"data":1e999}`, `1e999`, ""},
+		{`{"data":null,"room":null,"headers":null}`, `null`, ""},
+	} {
+		recs, _, err := g.parsePublish(parseCtx([]byte(tc.body)), []byte(tc.body))
+		if err != nil {
+			t.Errorf("%s: %v", tc.body, err)
+			continue
+		}
+		if string(recs[0].Value) != tc.data || string(recs[0].Key) != tc.room {
+			t.Errorf("%s: value %s room %q, want %s %q", tc.body, recs[0].Value, recs[0].Key, tc.data, tc.room)
+		}
+	}
+	for _, body := range []string{
+		`{"data":`, `[1,2]`, `{"data":1} {"data":2}`, `{"data":1,"colour":"red"}`, `{"data":1,"room":1}`,
+		`{"data":01}`, "{\"data\":\"a\x01\"}", `{"data":[1,]}`, `{"messages":{}}`, `{"messages":[1]}`,
+		`{"messages":[{"data":1,"x":2}]}`, `{"messages":[{"data":1},null]}`, `{"messages":[]}`, `{"data":tru}`, ``, `{}`,
+		`{"messages":[{"data":1,"messages":[]}]}`,
+	} {
+		_, _, err := g.parsePublish(parseCtx([]byte(body)), []byte(body))
+		var he *httpapi.Error
+		if !errors.As(err, &he) || he.Code != httpapi.CodeInvalidRequest {
+			t.Errorf("%q: %v, want invalid_request", body, err)
 		}
 	}
 }
