@@ -124,10 +124,15 @@ func (g *Gateway) publish(c *gin.Context) {
 }
 
 // parsePublish turns a request into records. JSON bodies carry
-// {"data","room"?,"headers"?} or {"messages": [...]}; any other content
-// type publishes the raw body with ?room=.
+// {"data","room"?,"headers"?} or {"messages": [...]}; an NDJSON body
+// (ContentTypeNDJSON) carries one message's data per line; any other
+// content type publishes the raw body with ?room=.
 func (g *Gateway) parsePublish(c *gin.Context, body []byte) (recs []*kgo.Record, batch bool, err error) {
 	ct := c.ContentType()
+	if ct == ContentTypeNDJSON {
+		recs, err := g.parseNDJSON(c, body)
+		return recs, true, err
+	}
 	if isJSON(ct) {
 		if c.Query("room") != "" {
 			return nil, false, httpapi.Errorf(httpapi.CodeInvalidRequest, "with a JSON body, give the room in the body (\"room\"), not in ?room=")
