@@ -134,6 +134,13 @@ func (g *Gateway) poll(c *gin.Context) {
 		return
 	}
 	body := encodeMessages(b.Records, b.ID)
+	// The acknowledgement's commit ran while the answer was built: the
+	// answer goes out only once it is committed (else 503, and the client
+	// polls again with the same ack).
+	if err := b.Acknowledged(); err != nil {
+		g.fail(c, pollErr(err))
+		return
+	}
 	if ctx.Err() != nil {
 		// The client is gone: offer the batch again instead of skipping it.
 		b.Undelivered()
