@@ -102,3 +102,48 @@ func TestParsePublishJSON(t *testing.T) {
 		}
 	}
 }
+
+// The publish answer is the JSON encoding/json would write.
+func TestAppendCursors(t *testing.T) {
+	for _, tc := range []struct {
+		cursors []string
+		batch   bool
+		want    string
+	}{
+		{[]string{"0-5"}, false, `{"cursor":"0-5"}`},
+		{[]string{"0-5", "12-34567"}, true, `{"cursors":["0-5","12-34567"]}`},
+	} {
+		if got := string(appendCursors(nil, tc.cursors, tc.batch)); got != tc.want {
+			t.Errorf("appendCursors(%v, %v) = %s, want %s", tc.cursors, tc.batch, got, tc.want)
+		}
+	}
+}
+
+// readBody reads the whole body, with or without a Content-Length, and
+// one byte past the limit so the caller can refuse it.
+func TestReadBody(t *testing.T) {
+	body := strings.Repeat("x", 100)
+	for _, tc := range []struct {
+		name    string
+		length  int64
+		limit   int
+		wantLen int
+	}{
+		{"with Content-Length", 100, 1000, 100},
+		{"chunked", -1, 1000, 100},
+		{"Content-Length over the limit", 100, 50, 51},
+		{"chunked over the limit", -1, 50, 51},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		r.ContentLength = tc.length
+		b, err := readBody(r, tc.limit)
+		if err != nil || len(b) != tc.wantLen || string(b) != body[:tc.wantLen] {
+			t.Errorf("%s: %d bytes, %v; want %d", tc.name, len(b), err, tc.wantLen)
+		}
+	}
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body[:10]))
+	r.ContentLength = 100
+	if _, err := readBody(r, 1000); err == nil {
+		t.Error("a body shorter than its Content-Length: no error")
+	}
+}
