@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -212,7 +211,7 @@ func (e *env) pollOnce(ctx context.Context, path string, body []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	b, err := io.ReadAll(resp.Body)
+	b, err := readAll(resp)
 	_ = resp.Body.Close()
 	if err != nil {
 		return nil, err

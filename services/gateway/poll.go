@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -151,6 +152,9 @@ func (g *Gateway) poll(c *gin.Context) {
 		spans = g.startPollSpans(ctx, c.Param("topic"), req.Group, b.Records)
 	}
 	c.Writer.Header().Set("Content-Type", "application/json")
+	// Known length: no chunked framing, and the client can read the answer
+	// into one buffer.
+	c.Writer.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	c.Writer.WriteHeader(http.StatusOK)
 	if _, err := c.Writer.Write(body); err != nil {
 		b.Undelivered()

@@ -204,7 +204,7 @@ func (m *member) poll(ctx context.Context, req Request) (*Batch, error) {
 		if wait <= 0 {
 			return b, nil
 		}
-		if err := m.waitForRecords(ctx, wait, req.Max); err != nil {
+		if err := m.waitForRecords(ctx, wait); err != nil {
 			return nil, err
 		}
 		if m.op.yieldWanted() {
@@ -222,7 +222,7 @@ func (m *member) poll(ctx context.Context, req Request) (*Batch, error) {
 // waitForRecords parks in PollRecords for up to wait, moving whatever
 // arrives into the buffer. It returns early when ctx ends (with its error),
 // the member closes, or an urgent op acquirer interrupts.
-func (m *member) waitForRecords(ctx context.Context, wait time.Duration, max int) error {
+func (m *member) waitForRecords(ctx context.Context, wait time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	stop := context.AfterFunc(m.ctx, cancel)
@@ -230,7 +230,7 @@ func (m *member) waitForRecords(ctx context.Context, wait time.Duration, max int
 	if !m.op.park(cancel) {
 		return nil
 	}
-	fs := m.cl.PollRecords(wctx, max)
+	fs := m.cl.PollRecords(wctx, 0) // all that arrives: see drain
 	m.op.unpark()
 	m.absorb(fs)
 	m.cl.AllowRebalance()
@@ -238,7 +238,11 @@ func (m *member) waitForRecords(ctx context.Context, wait time.Duration, max int
 }
 
 // drain moves records franz-go has already fetched into the buffer, without
-// waiting, unless the buffer alone can fill a response.
+// waiting. It takes all of them (franz-go starts its next fetch only once
+// its buffered one is taken, so that fetch then runs while this answer is
+// written: fetch-ahead), unless the buffer already holds two answers'
+// worth, which bounds a member's memory to about two answers plus one
+// fetch (defaultFetchMaxBytes).
 func (m *member) drain(req Request) {
 	m.mu.Lock()
 	n, size := len(m.buf), 0
@@ -246,11 +250,11 @@ func (m *member) drain(req Request) {
 		size += recordSize(r)
 	}
 	m.mu.Unlock()
-	if n >= req.Max || size >= req.MaxBytes {
+	if n >= 2*req.Max || size >= 2*req.MaxBytes {
 		return
 	}
 	//nolint:staticcheck // a nil context is franz-go's documented "return what is buffered, do not wait"
-	m.absorb(m.cl.PollRecords(nil, req.Max-n))
+	m.absorb(m.cl.PollRecords(nil, 0))
 }
 
 // absorb appends the records of fs to the buffer and logs its errors. The
