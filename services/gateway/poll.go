@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -134,7 +136,10 @@ func (g *Gateway) poll(c *gin.Context) {
 		g.fail(c, pollErr(err))
 		return
 	}
-	body := encodeMessages(b.Records, b.ID)
+	buf := answerBuffers.Get().(*[]byte)
+	defer putAnswerBuffer(buf)
+	body := appendMessages((*buf)[:0], b.Records, b.ID)
+	*buf = body
 	// The acknowledgement's commit ran while the answer was built: the
 	// answer goes out only once it is committed (else 503, and the client
 	// polls again with the same ack).
@@ -279,18 +284,32 @@ func endSpans(spans []trace.Span, err error) {
 	}
 }
 
-// encodeMessages writes the poll response:
+// answerBuffers recycle poll answers' buffers (about 1.3 MB for 1,000
+// messages of 1 KiB): a fresh one per poll was zeroed and collected each
+// time. A buffer is returned once its answer is written.
+var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledAnswer bounds the buffers kept (a rare huge answer is dropped).
+const maxPooledAnswer = 8 << 20
+
+func putAnswerBuffer(b *[]byte) {
+	if cap(*b) <= maxPooledAnswer {
+		answerBuffers.Put(b)
+	}
+}
+
+// appendMessages appends the poll response to b:
 //
 //	{"messages":[<message>, ...],"batch":"<id>"}
 //
 // with each message in the shape of package message (payloads verbatim);
 // "batch" only when there are messages: {"messages":[]}.
-func encodeMessages(recs []*kgo.Record, batch string) []byte {
+func appendMessages(b []byte, recs []*kgo.Record, batch string) []byte {
 	n := 16
 	for _, r := range recs {
 		n += len(r.Value)*4/3 + len(r.Key) + 160
 	}
-	b := make([]byte, 0, n)
+	b = slices.Grow(b, n)
 	b = append(b, `{"messages":[`...)
 	for i, r := range recs {
 		if i > 0 {
