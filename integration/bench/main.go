@@ -213,7 +213,10 @@ func run(o options) error {
 		}
 	}
 
-	if o.oneCore {
+	if o.oneCore && o.inprocess {
+		logf("-one-core needs a msgmesh subprocess: skipped with -inprocess")
+	}
+	if o.oneCore && !o.inprocess {
 		// The same HTTP scenarios with msgmesh on one core: a new server on
 		// the same prefix (the topics and the pre-filled records are there).
 		logf("restarting msgmesh on one core (GOMAXPROCS=1, taskset -c 0 where available)")
