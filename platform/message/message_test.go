@@ -122,10 +122,14 @@ var validJSONCases = []string{
 // ValidJSON accepts exactly what utf8.Valid and encoding/json.Valid accept
 // together (the rule it replaces on the publish and poll paths).
 func TestValidJSONMatchesEncodingJSON(t *testing.T) {
-	for _, s := range validJSONCases {
+	cases := validJSONCases
+	for _, depth := range []int{10000, 10001} { // encoding/json's nesting limit
+		cases = append(cases, strings.Repeat("[", depth)+strings.Repeat("]", depth))
+	}
+	for _, s := range cases {
 		b := []byte(s)
 		if got, want := ValidJSON(b), utf8.Valid(b) && json.Valid(b); got != want {
-			t.Errorf("ValidJSON(%q) = %v, encoding/json says %v", s, got, want)
+			t.Errorf("ValidJSON(%.40q) = %v, encoding/json says %v", s, got, want)
 		}
 	}
 }
