@@ -24,7 +24,8 @@ var errTrailing = errors.New("trailing data after the object")
 // fields are refused, as are values of the wrong JSON kind.
 func decodePublishBody(body []byte) (publishBody, error) {
 	var pb publishBody
-	dec := jsontext.NewDecoder(bytes.NewReader(body), decodeOpts...)
+	// A bytes.Buffer is parsed in place (no copy into the decoder).
+	dec := jsontext.NewDecoder(bytes.NewBuffer(body), decodeOpts...)
 	if err := decodeMessageObject(dec, &pb.publishMessage, &pb.Messages); err != nil {
 		return pb, err
 	}
