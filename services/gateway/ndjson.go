@@ -43,7 +43,6 @@ func (g *Gateway) parseNDJSON(c *gin.Context, body []byte) ([]*kgo.Record, error
 	recs := make([]*kgo.Record, n)
 	backing := make([]kgo.Record, n)
 	hdrs := make([]kgo.RecordHeader, n)
-	ctJSON := []byte("application/json")
 	for i := range n {
 		line := body
 		if j := bytes.IndexByte(body, '\n'); j >= 0 {
@@ -58,7 +57,7 @@ func (g *Gateway) parseNDJSON(c *gin.Context, body []byte) ([]*kgo.Record, error
 		case !message.ValidJSON(line):
 			return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "line %d is not one valid JSON value in UTF-8 (RFC 8259; NDJSON has no newline inside a value)", i+1)
 		}
-		hdrs[i] = kgo.RecordHeader{Key: HeaderContentType, Value: ctJSON}
+		hdrs[i] = kgo.RecordHeader{Key: HeaderContentType, Value: contentTypeJSON}
 		r := &backing[i]
 		r.Key, r.Value, r.Headers = key, line, hdrs[i:i+1:i+1] // capped: appending a header copies
 		recs[i] = r

@@ -38,6 +38,10 @@ import (
 // HeaderContentType is the Kafka header holding a message's content type.
 const HeaderContentType = message.HeaderContentType
 
+// contentTypeJSON is the content-type header value of every JSON message,
+// shared by their records (franz-go never modifies a header value).
+var contentTypeJSON = []byte("application/json")
+
 // reservedHeaderPrefix is kept for MsgMesh's own headers.
 const reservedHeaderPrefix = "msgmesh-"
 
@@ -296,7 +300,7 @@ func (g *Gateway) record(m publishMessage, i int) (*kgo.Record, error) {
 		return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%s%d headers, over the limit of %d", where(i), nh, g.cfg.Publish.MaxHeaders)
 	}
 	r.Headers = make([]kgo.RecordHeader, 0, nh+1)
-	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderContentType, Value: []byte("application/json")})
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderContentType, Value: contentTypeJSON})
 	if m.Headers != nil {
 		if m.Headers.err != "" {
 			return nil, httpapi.Errorf(httpapi.CodeInvalidRequest, "%s%s", where(i), m.Headers.err)
