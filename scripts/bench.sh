@@ -60,7 +60,9 @@ fi
 out=docs/benchmarks-latest.md
 tmp=$(mktemp "${TMPDIR:-/tmp}/msgmesh-bench.XXXXXX")
 # Bounded: every scenario has its own time limit; this is the backstop.
-if timeout 30m go run ./integration/bench -brokers "$brokers" -msgmesh bin/msgmesh -out "$tmp" "${realtime_args[@]}" "$@"; then
+# -one-core: the publish and poll rows again with msgmesh on one core
+# (GOMAXPROCS=1, taskset -c 0); pass -one-core=false to skip them.
+if timeout 30m go run ./integration/bench -brokers "$brokers" -msgmesh bin/msgmesh -out "$tmp" -one-core "${realtime_args[@]}" "$@"; then
   mv "$tmp" "$out"
   say "report written to $out"
 else

@@ -191,13 +191,18 @@ func appendNote(a, b string) string {
 	return a + "; " + b
 }
 
-// post sends body to path and checks for 200.
+// post sends a JSON body to path and checks for 200.
 func (e *env) post(ctx context.Context, path string, body []byte) error {
+	return e.postAs(ctx, path, "application/json", body)
+}
+
+// postAs sends body with Content-Type ct to path and checks for 200.
+func (e *env) postAs(ctx context.Context, path, ct string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", ct)
 	req.Header.Set("Authorization", "Bearer "+e.srv.key)
 	resp, err := e.http.Do(req)
 	if err != nil {
@@ -211,8 +216,8 @@ func (e *env) post(ctx context.Context, path string, body []byte) error {
 	return nil
 }
 
-func (e *env) httpSingle(topic string, conc int) result {
-	r := result{ID: "http-single", Name: "HTTP publish, 1 message/request", Shape: fmt.Sprintf("%d concurrent requests", conc),
+func (e *env) httpSingle(id, topic string, conc int) result {
+	r := result{ID: id, Name: "HTTP publish, 1 message/request", Shape: fmt.Sprintf("%d concurrent requests", conc),
 		Lat: &hist{}, LatWhat: "request"}
 	bodies := make([][]byte, len(e.pool))
 	for i, p := range e.pool {
@@ -226,8 +231,8 @@ func (e *env) httpSingle(topic string, conc int) result {
 	return r
 }
 
-func (e *env) httpBatch(topic string, conc, size int) result {
-	r := result{ID: "http-batch", Name: fmt.Sprintf("HTTP publish, batch of %d/request", size), Shape: fmt.Sprintf("%d concurrent requests", conc),
+func (e *env) httpBatch(id, topic string, conc, size int) result {
+	r := result{ID: id, Name: fmt.Sprintf("HTTP publish, batch of %d/request", size), Shape: fmt.Sprintf("%d concurrent requests", conc),
 		Lat: &hist{}, LatWhat: "request"}
 	var b bytes.Buffer
 	b.WriteString(`{"messages":[`)
@@ -440,8 +445,8 @@ func scanPoll(b []byte) (out []polled, ok bool) {
 // httpPoll consumes n messages with one consumer of a new group: each
 // poll acknowledges the previous batch by its id ("ack"), as the API
 // documents.
-func (e *env) httpPoll(topic string, n, max, waitMs int, timeout time.Duration) result {
-	r := result{ID: "http-poll", Name: "HTTP poll, one consumer", Shape: fmt.Sprintf("max=%d, wait_ms=%d, sequential", max, waitMs),
+func (e *env) httpPoll(id, topic, group string, n, max, waitMs int, timeout time.Duration) result {
+	r := result{ID: id, Name: "HTTP poll, one consumer", Shape: fmt.Sprintf("max=%d, wait_ms=%d, sequential", max, waitMs),
 		Lat: &hist{}, LatWhat: "request"}
 	ack := ""
 	path := "/v1/topics/" + topic + "/poll"
@@ -454,7 +459,7 @@ func (e *env) httpPoll(topic string, n, max, waitMs int, timeout time.Duration) 
 	start := time.Now()
 	for r.Msgs < int64(n) && ctx.Err() == nil {
 		t0 := time.Now()
-		body, _ := json.Marshal(map[string]any{"group": "benchpoll", "consumer": "c1", "max": max, "wait_ms": waitMs, "ack": ack})
+		body, _ := json.Marshal(map[string]any{"group": group, "consumer": "c1", "max": max, "wait_ms": waitMs, "ack": ack})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.base+path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+e.srv.key)
@@ -469,7 +474,7 @@ func (e *env) httpPoll(topic string, n, max, waitMs int, timeout time.Duration) 
 			}
 			continue
 		}
-		b, err := io.ReadAll(resp.Body)
+		b, err := readAll(resp)
 		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			r.Errors++
@@ -529,12 +534,12 @@ func (e *env) httpPoll(topic string, n, max, waitMs int, timeout time.Duration) 
 
 // directConsume reads n records with a franz-go group consumer (defaults:
 // autocommit every 5 s), PollRecords(1000) in a loop.
-func (e *env) directConsume(kafkaTopic string, n, max int, timeout time.Duration) (result, error) {
+func (e *env) directConsume(kafkaTopic, group string, n, max int, timeout time.Duration) (result, error) {
 	r := result{ID: "direct-consume", Name: "franz-go group consumer", Shape: fmt.Sprintf("PollRecords(%d), autocommit", max)}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(e.brokers...),
 		kgo.ClientID("msgmesh-bench"),
-		kgo.ConsumerGroup(kafkaTopic+".benchdirect"),
+		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(kafkaTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
@@ -586,4 +591,15 @@ func (e *env) directConsume(kafkaTopic string, n, max int, timeout time.Duration
 		fmt.Fprintln(os.Stderr, "bench: direct consumer leave:", err)
 	}
 	return r, nil
+}
+
+// readAll reads a response body into one buffer of its Content-Length when
+// it has one (a poll answer of 1,000 messages is about 1.2 MB).
+func readAll(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n < 256<<20 {
+		b := make([]byte, n)
+		_, err := io.ReadFull(resp.Body, b)
+		return b, err
+	}
+	return io.ReadAll(resp.Body)
 }

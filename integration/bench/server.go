@@ -31,6 +31,7 @@ type server struct {
 	key    string // bootstrap admin key
 	prefix string // Kafka topic prefix of this run
 	pid    int    // subprocess pid (0 in-process)
+	pinned bool   // the subprocess runs under taskset -c 0
 
 	cmd    *exec.Cmd
 	stderr *tailBuffer
@@ -63,11 +64,33 @@ func freePort() (string, error) {
 
 // startServer starts msgmesh against brokers and waits for /readyz.
 func startServer(bin, brokers string, inprocess bool, readyTimeout time.Duration) (*server, error) {
+	return startServerWith(bin, brokers, inprocess, readyTimeout, serverOpts{})
+}
+
+// serverOpts are the settings of the -one-core runs.
+type serverOpts struct {
+	// oneCore runs the subprocess with GOMAXPROCS=1 and, where taskset
+	// exists, pinned to CPU 0.
+	oneCore bool
+	// prefix and key, when set, reuse an earlier run's topic prefix and
+	// admin key: the new server replays the same control log, so the
+	// topics (and their pre-filled records) are there already.
+	prefix, key string
+}
+
+// startServerWith is startServer with opts.
+func startServerWith(bin, brokers string, inprocess bool, readyTimeout time.Duration, opts serverOpts) (*server, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &server{base: "http://" + addr, key: randomKey(), prefix: randomPrefix()}
+	if opts.prefix != "" {
+		s.prefix, s.key = opts.prefix, opts.key
+	}
+	if inprocess && opts.oneCore {
+		return nil, fmt.Errorf("-one-core needs a msgmesh subprocess, not -inprocess")
+	}
 	if inprocess {
 		cfg := config.Defaults()
 		cfg.HTTP.Addr = addr
@@ -92,6 +115,12 @@ func startServer(bin, brokers string, inprocess bool, readyTimeout time.Duration
 	} else {
 		s.stderr = &tailBuffer{max: 64 << 10}
 		s.cmd = exec.Command(bin, "serve")
+		if opts.oneCore {
+			if ts, err := exec.LookPath("taskset"); err == nil {
+				s.cmd = exec.Command(ts, "-c", "0", bin, "serve") // taskset execs bin: same pid
+				s.pinned = true
+			}
+		}
 		s.cmd.Env = append(os.Environ(),
 			"MSGMESH_KAFKA_BROKERS="+brokers,
 			"MSGMESH_HTTP_ADDR="+addr,
@@ -105,6 +134,9 @@ func startServer(bin, brokers string, inprocess bool, readyTimeout time.Duration
 			for _, k := range []string{"REQUESTS_PER_SECOND", "MESSAGES_PER_SECOND", "MONTHLY_MESSAGES"} {
 				s.cmd.Env = append(s.cmd.Env, "MSGMESH_LIMITS_"+plan+"_"+k+"=0")
 			}
+		}
+		if opts.oneCore {
+			s.cmd.Env = append(s.cmd.Env, "GOMAXPROCS=1")
 		}
 		s.cmd.Stdout = s.stderr
 		s.cmd.Stderr = s.stderr

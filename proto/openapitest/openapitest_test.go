@@ -214,6 +214,10 @@ func TestConformance(t *testing.T) {
 	}
 	r = c.expect("publish raw text", c.do("POST", "/v1/topics/orders/messages?room=r2", adminKey, "text/plain; charset=utf-8", []byte("hello")), 200, "")
 	cursors = append(cursors, r.json(t)["cursor"].(string))
+	r = c.expect("publish NDJSON", c.do("POST", "/v1/topics/orders/messages?room=r3", adminKey, "application/x-ndjson", []byte("{\"id\":2}\n[3]\n")), 200, "")
+	for _, x := range r.json(t)["cursors"].([]any) {
+		cursors = append(cursors, x.(string))
+	}
 	r = c.expect("publish raw bytes", c.do("POST", "/v1/topics/orders/messages", adminKey, "application/octet-stream", []byte{0, 1, 2, 0xff}), 200, "")
 	cursors = append(cursors, r.json(t)["cursor"].(string))
 
@@ -228,6 +232,7 @@ func TestConformance(t *testing.T) {
 	c.expect("publish headers list", c.json("POST", "/v1/topics/orders/messages", adminKey, `{"data":1,"headers":[{"key":"a","value":"1"},{"key":"a","value_base64":"/w=="}]}`), 200, "")
 	c.expect("publish header with value and value_base64", c.json("POST", "/v1/topics/orders/messages", adminKey, `{"data":1,"headers":[{"key":"a","value":"1","value_base64":"MQ=="}]}`), 400, "invalid_request")
 	c.expect("publish header object with a number", c.json("POST", "/v1/topics/orders/messages", adminKey, `{"data":1,"headers":{"a":1}}`), 400, "invalid_request")
+	c.expect("publish NDJSON with a bad line", c.do("POST", "/v1/topics/orders/messages", adminKey, "application/x-ndjson", []byte("1\n{\n")), 400, "invalid_request")
 	c.expect("publish invalid UTF-8", c.do("POST", "/v1/topics/orders/messages", adminKey, "application/json", []byte("{\"data\":\"\xff\"}")), 400, "invalid_request")
 	c.expect("publish JSON with ?room=", c.do("POST", "/v1/topics/orders/messages?room=r1", adminKey, "application/json", []byte(`{"data":1}`)), 400, "invalid_request")
 	big := fmt.Sprintf(`{"data":"%s"}`, strings.Repeat("x", 2000))

@@ -29,7 +29,8 @@ func (h *publishHeaders) len() int {
 	return len(h.list)
 }
 
-// UnmarshalJSON implements json.Unmarshaler (also used by goccy/go-json).
+// UnmarshalJSON implements json.Unmarshaler (decodePublishBody calls it
+// with the raw "headers" value).
 func (h *publishHeaders) UnmarshalJSON(b []byte) error {
 	h.list, h.err = nil, ""
 	b = bytes.TrimLeft(b, " \t\r\n")

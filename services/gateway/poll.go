@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -133,7 +136,17 @@ func (g *Gateway) poll(c *gin.Context) {
 		g.fail(c, pollErr(err))
 		return
 	}
-	body := encodeMessages(b.Records, b.ID)
+	buf := answerBuffers.Get().(*[]byte)
+	defer putAnswerBuffer(buf)
+	body := appendMessages((*buf)[:0], b.Records, b.ID)
+	*buf = body
+	// The acknowledgement's commit ran while the answer was built: the
+	// answer goes out only once it is committed (else 503, and the client
+	// polls again with the same ack).
+	if err := b.Acknowledged(); err != nil {
+		g.fail(c, pollErr(err))
+		return
+	}
 	if ctx.Err() != nil {
 		// The client is gone: offer the batch again instead of skipping it.
 		b.Undelivered()
@@ -144,6 +157,9 @@ func (g *Gateway) poll(c *gin.Context) {
 		spans = g.startPollSpans(ctx, c.Param("topic"), req.Group, b.Records)
 	}
 	c.Writer.Header().Set("Content-Type", "application/json")
+	// Known length: no chunked framing, and the client can read the answer
+	// into one buffer.
+	c.Writer.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	c.Writer.WriteHeader(http.StatusOK)
 	if _, err := c.Writer.Write(body); err != nil {
 		b.Undelivered()
@@ -268,18 +284,32 @@ func endSpans(spans []trace.Span, err error) {
 	}
 }
 
-// encodeMessages writes the poll response:
+// answerBuffers recycle poll answers' buffers (about 1.3 MB for 1,000
+// messages of 1 KiB): a fresh one per poll was zeroed and collected each
+// time. A buffer is returned once its answer is written.
+var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledAnswer bounds the buffers kept (a rare huge answer is dropped).
+const maxPooledAnswer = 8 << 20
+
+func putAnswerBuffer(b *[]byte) {
+	if cap(*b) <= maxPooledAnswer {
+		answerBuffers.Put(b)
+	}
+}
+
+// appendMessages appends the poll response to b:
 //
 //	{"messages":[<message>, ...],"batch":"<id>"}
 //
 // with each message in the shape of package message (payloads verbatim);
 // "batch" only when there are messages: {"messages":[]}.
-func encodeMessages(recs []*kgo.Record, batch string) []byte {
+func appendMessages(b []byte, recs []*kgo.Record, batch string) []byte {
 	n := 16
 	for _, r := range recs {
 		n += len(r.Value)*4/3 + len(r.Key) + 160
 	}
-	b := make([]byte, 0, n)
+	b = slices.Grow(b, n)
 	b = append(b, `{"messages":[`...)
 	for i, r := range recs {
 		if i > 0 {

@@ -26,10 +26,37 @@ type Batch struct {
 
 	m    *member
 	gens map[int32]uint64 // partition ownership generation when taken
+	ack  *ackCommit       // the commit of Request.Ack, running while the caller writes
 	done atomic.Bool
 }
 
-// Delivered reports that the response was written. The batch stays
+// Acknowledged waits until the acknowledgement the poll carried
+// (Request.Ack) is committed to Kafka; nil at once when there was none. The
+// commit runs while the caller prepares the answer, and the answer must
+// not be sent before Acknowledged returned nil: an answer then also means
+// "your acknowledgement is committed", as after a synchronous commit.
+//
+// On an error (a wrapped Kafka commit error) the batch is taken back
+// unseen and resolved: the acknowledged batch is outstanding again, these
+// records come after it, and the caller answers with the error (the
+// client polls again with the same ack). Do not call Delivered or
+// Undelivered then.
+func (b *Batch) Acknowledged() error {
+	if b == nil || b.ack == nil {
+		return nil
+	}
+	a := b.ack
+	err := a.wait()
+	if err != nil && b.done.CompareAndSwap(false, true) {
+		a.failed(b)
+		b.m.resolve(b, false)
+	}
+	return err
+}
+
+// Delivered reports that the response was written (after Acknowledged
+// returned nil; called without it, it first waits for the acknowledgement's
+// commit too). The batch stays
 // outstanding: the member's next Poll with Ack set to its ID, or a Commit
 // of its cursors, commits it to Kafka; a Poll without that Ack gets it
 // again. If the member expires, closes or loses the partitions first, its
@@ -46,6 +73,12 @@ func (b *Batch) Undelivered() { b.resolve(false) }
 func (b *Batch) resolve(delivered bool) {
 	if b == nil || b.m == nil || !b.done.CompareAndSwap(false, true) {
 		return
+	}
+	if b.ack != nil && b.ack.wait() != nil {
+		// Resolved without Acknowledged, and the acknowledgement failed:
+		// it is outstanding again, and these records come after it (again,
+		// if they were delivered: at-least-once).
+		b.ack.failed(b)
 	}
 	b.m.resolve(b, delivered)
 }

@@ -153,13 +153,21 @@ func (m *member) poll(ctx context.Context, req Request) (*Batch, error) {
 		}
 	}()
 	settled := false
+	var pending *ackCommit // the acknowledgement's commit in flight, if any
+	defer func() {
+		if pending != nil { // an error return with the commit still running
+			if pending.wait() != nil {
+				pending.failed(nil)
+			}
+		}
+	}()
 	for {
 		if err := m.errIfClosed(); err != nil {
 			return nil, err
 		}
 		m.holdRebalance()
 		if !settled {
-			again, err := m.settle(ctx, req.Ack)
+			again, ack, err := m.settle(ctx, req.Ack)
 			if err != nil {
 				m.cl.AllowRebalance()
 				return nil, err
@@ -170,19 +178,33 @@ func (m *member) poll(ctx context.Context, req Request) (*Batch, error) {
 				held = false // the batch holds op until it is resolved
 				return again, nil
 			}
+			pending = ack
 		}
 		m.drain(req)
 		b := m.take(req)
 		m.cl.AllowRebalance()
 		if len(b.Records) > 0 {
+			// The acknowledged batch's commit runs while the caller
+			// writes this one (Batch.Acknowledged waits for it).
+			b.ack, pending = pending, nil
 			held = false // the batch holds op until it is resolved
 			return b, nil
+		}
+		if pending != nil {
+			// Nothing to hand out yet: finish the acknowledgement first,
+			// so an empty answer also means "committed".
+			a := pending
+			pending = nil
+			if err := a.wait(); err != nil {
+				a.failed(nil)
+				return nil, err
+			}
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			return b, nil
 		}
-		if err := m.waitForRecords(ctx, wait, req.Max); err != nil {
+		if err := m.waitForRecords(ctx, wait); err != nil {
 			return nil, err
 		}
 		if m.op.yieldWanted() {
@@ -200,7 +222,7 @@ func (m *member) poll(ctx context.Context, req Request) (*Batch, error) {
 // waitForRecords parks in PollRecords for up to wait, moving whatever
 // arrives into the buffer. It returns early when ctx ends (with its error),
 // the member closes, or an urgent op acquirer interrupts.
-func (m *member) waitForRecords(ctx context.Context, wait time.Duration, max int) error {
+func (m *member) waitForRecords(ctx context.Context, wait time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	stop := context.AfterFunc(m.ctx, cancel)
@@ -208,7 +230,7 @@ func (m *member) waitForRecords(ctx context.Context, wait time.Duration, max int
 	if !m.op.park(cancel) {
 		return nil
 	}
-	fs := m.cl.PollRecords(wctx, max)
+	fs := m.cl.PollRecords(wctx, 0) // all that arrives: see drain
 	m.op.unpark()
 	m.absorb(fs)
 	m.cl.AllowRebalance()
@@ -216,7 +238,11 @@ func (m *member) waitForRecords(ctx context.Context, wait time.Duration, max int
 }
 
 // drain moves records franz-go has already fetched into the buffer, without
-// waiting, unless the buffer alone can fill a response.
+// waiting. It takes all of them (franz-go starts its next fetch only once
+// its buffered one is taken, so that fetch then runs while this answer is
+// written: fetch-ahead), unless the buffer already holds two answers'
+// worth, which bounds a member's memory to about two answers plus one
+// fetch (defaultFetchMaxBytes).
 func (m *member) drain(req Request) {
 	m.mu.Lock()
 	n, size := len(m.buf), 0
@@ -224,11 +250,11 @@ func (m *member) drain(req Request) {
 		size += recordSize(r)
 	}
 	m.mu.Unlock()
-	if n >= req.Max || size >= req.MaxBytes {
+	if n >= 2*req.Max || size >= 2*req.MaxBytes {
 		return
 	}
 	//nolint:staticcheck // a nil context is franz-go's documented "return what is buffered, do not wait"
-	m.absorb(m.cl.PollRecords(nil, req.Max-n))
+	m.absorb(m.cl.PollRecords(nil, 0))
 }
 
 // absorb appends the records of fs to the buffer and logs its errors. The
@@ -309,16 +335,18 @@ func (m *member) resolve(b *Batch, delivered bool) {
 
 // settle deals with the outstanding batch before new records are handed
 // out. Acknowledged (ack is its id), its offsets are committed and nil is
-// returned; otherwise it is returned to be delivered again, same id, same
-// records. Records of partitions revoked or lost since it was taken are left
-// out: the partition's new owner reads them from the committed offset. The
-// caller holds op and the rebalance block.
-func (m *member) settle(ctx context.Context, ack string) (*Batch, error) {
+// returned with the commit in flight (ack: wait on it before the caller
+// answers; nil when there was nothing to commit); otherwise it is returned
+// to be delivered again, same id, same records. Records of partitions
+// revoked or lost since it was taken are left out: the partition's new owner
+// reads them from the committed offset. The caller holds op and the
+// rebalance block.
+func (m *member) settle(ctx context.Context, ack string) (again *Batch, commit *ackCommit, err error) {
 	m.mu.Lock()
 	u := m.unacked
 	if u == nil {
 		m.mu.Unlock()
-		return nil, nil
+		return nil, nil, nil
 	}
 	live := u.Records
 	stale := func(r *kgo.Record) bool { return !m.owned[r.Partition] || m.gen[r.Partition] != u.gens[r.Partition] }
@@ -328,7 +356,7 @@ func (m *member) settle(ctx context.Context, ack string) (*Batch, error) {
 	if len(live) == 0 {
 		m.unacked = nil
 		m.mu.Unlock()
-		return nil, nil
+		return nil, nil, nil
 	}
 	if ack != u.ID {
 		b := &Batch{ID: u.ID, Records: live, m: m, gens: u.gens}
@@ -336,7 +364,7 @@ func (m *member) settle(ctx context.Context, ack string) (*Batch, error) {
 		m.mu.Unlock()
 		m.mgr.met.redelivered.Add(float64(len(live)))
 		m.log.Debug("pollgroup: outstanding batch not acknowledged; delivering it again", "batch", u.ID, "ack", ack, "records", len(live))
-		return b, nil
+		return b, nil, nil
 	}
 	m.mu.Unlock()
 	committed := m.cl.CommittedOffsets()[m.key.Topic]
@@ -349,17 +377,105 @@ func (m *member) settle(ctx context.Context, ack string) (*Batch, error) {
 			offs[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		}
 	}
-	if len(offs) > 0 {
-		if err := m.commit(ctx, "poll", offs); err != nil {
-			return nil, fmt.Errorf("pollgroup: acknowledge batch %s of %s: %w", u.ID, m.key, err)
+	if len(offs) == 0 {
+		m.mu.Lock()
+		if m.unacked == u {
+			m.unacked = nil
 		}
+		m.mu.Unlock()
+		return nil, nil, nil
 	}
+	// The commit is sent now and waited for later: the next batch is
+	// fetched and written meanwhile, and is answered only once the
+	// commit succeeded (ackCommit.wait). Until then the acknowledged batch
+	// is no longer outstanding; a failed commit makes it outstanding again.
 	m.mu.Lock()
-	if m.unacked != nil && m.unacked.ID == u.ID { // commit may have replaced it by its rest
+	if m.unacked == u {
 		m.unacked = nil
 	}
 	m.mu.Unlock()
-	return nil, nil
+	return nil, m.commitAsync(ctx, "poll", u, offs), nil
+}
+
+// ackCommit is an acknowledgement's offset commit in flight.
+type ackCommit struct {
+	m     *member
+	acked *Batch // the acknowledged batch, outstanding again if the commit fails
+	done  chan struct{}
+	err   error // set before done is closed
+}
+
+// commitAsync sends offs for the acknowledged batch u without waiting.
+// Kafka orders the member's commits (franz-go never cancels one that is in
+// flight, and a rebalance waits for it).
+func (m *member) commitAsync(ctx context.Context, kind string, u *Batch, offs map[int32]kgo.EpochOffset) *ackCommit {
+	a := &ackCommit{m: m, acked: u, done: make(chan struct{})}
+	// Not the request's context: a client that hangs up must not cancel
+	// a commit the broker may already have applied.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	m.cl.CommitOffsets(cctx, map[string]map[int32]kgo.EpochOffset{m.key.Topic: offs},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			defer cancel()
+			a.err = commitRespErr(resp, err)
+			m.committed(kind, offs, a.err)
+			close(a.done)
+		})
+	return a
+}
+
+// commitTimeout bounds an acknowledgement's commit.
+const commitTimeout = 30 * time.Second
+
+// wait blocks until the commit is done and returns its error, wrapped.
+func (a *ackCommit) wait() error {
+	<-a.done
+	if a.err != nil {
+		return fmt.Errorf("pollgroup: acknowledge batch %s of %s: %w", a.acked.ID, a.m.key, a.err)
+	}
+	return nil
+}
+
+// failed makes the acknowledged batch outstanding again after its commit
+// failed, as if the poll that carried the acknowledgement had never been
+// served. given is the batch that poll took (nil if none): it was never
+// seen, so its records go back to the front of the buffer (those of
+// partitions still owned as when it was taken).
+func (a *ackCommit) failed(given *Batch) {
+	m := a.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	if given != nil {
+		if m.unacked == given {
+			m.unacked = nil
+		}
+		if m.out == given {
+			m.out = nil
+		}
+		back := slices.DeleteFunc(slices.Clone(given.Records), func(r *kgo.Record) bool {
+			return !m.owned[r.Partition] || m.gen[r.Partition] != given.gens[r.Partition]
+		})
+		m.buf = append(back, m.buf...)
+	}
+	if m.unacked == nil {
+		m.unacked = a.acked
+	}
+}
+
+func commitRespErr(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("partition %d: %w", p.Partition, err)
+			}
+		}
+	}
+	return nil
 }
 
 // commitCursors serves Commit.
@@ -413,25 +529,23 @@ func (m *member) commit(ctx context.Context, kind string, offs map[int32]kgo.Epo
 	var rerr error
 	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.key.Topic: offs},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil {
-				rerr = err
-				return
-			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if err := kerr.ErrorForCode(p.ErrorCode); err != nil && rerr == nil {
-						rerr = fmt.Errorf("partition %d: %w", p.Partition, err)
-					}
-				}
-			}
+			rerr = commitRespErr(resp, err)
 		})
+	m.committed(kind, offs, rerr)
+	return rerr
+}
+
+// committed counts a commit's result and, on success, drops the records
+// offs cover from the outstanding batch.
+func (m *member) committed(kind string, offs map[int32]kgo.EpochOffset, err error) {
 	result := "ok"
-	if rerr != nil {
+	if err != nil {
 		result = "error"
 	}
 	m.mgr.met.commits.WithLabelValues(kind, result).Inc()
-	if rerr != nil {
-		return rerr
+	if err != nil {
+		m.log.Debug("pollgroup: commit failed", "kind", kind, "offsets", offsetsAttr(offs), "err", err)
+		return
 	}
 	m.mu.Lock()
 	if u := m.unacked; u != nil {
@@ -447,7 +561,6 @@ func (m *member) commit(ctx context.Context, kind string, offs map[int32]kgo.Epo
 	}
 	m.mu.Unlock()
 	m.log.Debug("pollgroup: committed", "kind", kind, "offsets", offsetsAttr(offs))
-	return nil
 }
 
 func (m *member) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {

@@ -108,8 +108,11 @@ func (mg *Manager) Run(ctx context.Context) {
 // partitions the member still owns); if not, that batch is returned again
 // at once (whatever req.Max). Then it returns up to req.Max records /
 // req.MaxBytes bytes, waiting up to req.Wait for the first; a batch with
-// no records means Wait passed. The caller must resolve a batch with
-// Delivered or Undelivered.
+// no records means Wait passed. The acknowledgement's commit is sent
+// before the new records are taken and runs while the caller prepares its
+// answer: call Batch.Acknowledged before sending the records (an empty
+// batch is returned only after the commit succeeded). The caller must
+// resolve a batch with Delivered or Undelivered.
 //
 // If another call of the same member is running, Poll waits for it, bounded
 // by ctx. When ctx ends, Poll returns ctx.Err(); records fetched meanwhile
