@@ -4,16 +4,21 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
@@ -117,10 +122,7 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant, topic, url, room st
 	}
 	id := auth.NewID("wh_")
 	group := s.webhooks.Names().WebhookGroup(tenant, id)
-	ends, err := s.adm.ListEndOffsets(ctx, t.KafkaTopic)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := s.topicEnds(ctx, t.KafkaTopic)
 	if err != nil {
 		return controlstate.Webhook{}, httpapi.Wrap(httpapi.CodeKafkaUnavailable, err, "could not read the topic's end offsets")
 	}
@@ -151,6 +153,30 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant, topic, url, room st
 	}
 	w, _ := s.State().Webhook(tenant, id)
 	return w, nil
+}
+
+// topicEnds lists topic's end offsets. A topic made a moment ago can be
+// unknown to the broker that answers (KRaft propagates a new topic to the
+// brokers after the controller acknowledges it): that answer is retried
+// with backoff until ctx (the request's timeout) ends, 10 s at most.
+func (s *Service) topicEnds(ctx context.Context, topic string) (kadm.ListedOffsets, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	b := kafkaclient.RetryBackOff()
+	for {
+		ends, err := s.adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return ends, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (the broker still did not know the topic when the request timed out: %w)", err, ctx.Err())
+		case <-time.After(b.NextBackOff()):
+		}
+	}
 }
 
 // SetWebhook enables or disables webhook id, optionally changing its URL.
