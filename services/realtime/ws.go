@@ -74,7 +74,7 @@ type wsConn struct {
 	principal auth.Principal
 	cred      string
 	subs      map[string]*wsSub
-	order     []*wsSub // round-robin order
+	order     []*wsSub // round-robin order; replaced, never changed in place
 	authMoved chan struct{}
 
 	ctrl   chan []byte   // control frames (subscribed, error, pong...)
@@ -251,7 +251,7 @@ func (wc *wsConn) subscribe(f clientFrame) {
 	sub := &wsSub{id: f.ID, topic: f.Topic, room: f.Room, q: make(chan []byte, s.cfg.WSQueueFrames), cancel: cancel}
 	wc.mu.Lock()
 	wc.subs[f.ID] = sub
-	wc.order = append(wc.order, sub)
+	wc.order = append(slices.Clip(wc.order), sub) // a new array: the writer's snapshot stays
 	wc.mu.Unlock()
 	wc.wg.Add(1)
 	go func() {
@@ -268,6 +268,7 @@ func (wc *wsConn) subscribe(f clientFrame) {
 		s.metrics.subscribers.WithLabelValues("ws").Inc()
 		defer s.metrics.subscribers.WithLabelValues("ws").Dec()
 		idJSON, _ := json.Marshal(f.ID)
+		sent := s.metrics.sent.WithLabelValues("ws")
 		var buf []byte
 		joined := func(pos Position) error {
 			return wc.enqueue(ctx, sub, frame(`{"type":"subscribed","id":`, idJSON, pos, ""))
@@ -296,7 +297,7 @@ func (wc *wsConn) subscribe(f clientFrame) {
 			} else if err := wc.enqueue(ctx, sub, buf); err != nil {
 				return err
 			}
-			s.metrics.sent.WithLabelValues("ws").Inc()
+			sent.Inc()
 			return nil
 		}
 		err = st.run(ctx, emit, joined)
@@ -334,9 +335,13 @@ func frame(head string, idJSON []byte, pos Position, reason string) []byte {
 // alone (its live feed overflows and it catches up from Kafka later).
 func (wc *wsConn) enqueue(ctx context.Context, sub *wsSub, f []byte) error {
 	select {
-	case sub.q <- f:
-	case <-ctx.Done():
-		return ctx.Err()
+	case sub.q <- f: // room: no wait (and no two-channel select)
+	default:
+		select {
+		case sub.q <- f:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	select {
 	case wc.notify <- struct{}{}:
@@ -352,7 +357,7 @@ func (wc *wsConn) removeSub(sub *wsSub) bool {
 		return false
 	}
 	delete(wc.subs, sub.id)
-	wc.order = slices.DeleteFunc(wc.order, func(x *wsSub) bool { return x == sub })
+	wc.order = slices.DeleteFunc(slices.Clone(wc.order), func(x *wsSub) bool { return x == sub })
 	return true
 }
 
@@ -575,7 +580,7 @@ func (wc *wsConn) flush(write func([]byte) bool) {
 			}
 		}
 		wc.mu.Lock()
-		order := slices.Clone(wc.order)
+		order := wc.order // never changed in place (subscribe, removeSub)
 		wc.mu.Unlock()
 		for _, sub := range order {
 			for range 8 {
