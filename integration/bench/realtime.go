@@ -262,6 +262,10 @@ func measureIdle(tg rtTarget, o rtOptions) (rtMem, error) {
 // o.rate for o.dur and counts what arrives.
 func fanout(tg rtTarget, o rtOptions, transport string, n int) (rtResult, error) {
 	r := rtResult{Target: tg.name(), Transport: transport, Subs: n, Lat: &hist{}}
+	// Both servers are up: a kept-alive publish connection to the one
+	// that sat idle through the other's fan-out may be closed by now (a
+	// POST is not retried: "EOF").
+	rtHTTP.CloseIdleConnections()
 	f := newFleet(transport, n)
 	f.lat = r.Lat
 	defer func() {
