@@ -84,6 +84,12 @@ type wsConn struct {
 	// of the node's realtime.max_catchups slots.
 	catchups chan struct{}
 
+	// wmu is held while a data frame is written: by the writer (its
+	// flush, token-expiring, the closed frame) or by a subscription
+	// writing its frame directly (enqueue); gorilla/websocket takes one
+	// writer at a time (WriteControl aside).
+	wmu sync.Mutex
+
 	closeOnce sync.Once
 	closeCode int
 	closeText string
@@ -333,7 +339,24 @@ func frame(head string, idJSON []byte, pos Position, reason string) []byte {
 
 // enqueue waits for room in sub's queue: a flooded subscription waits
 // alone (its live feed overflows and it catches up from Kafka later).
+//
+// When nothing waits for the connection's writer (no control frame, no
+// queued frame of any subscription) and it is not writing, the frame is
+// written at once from the subscription's goroutine instead: one goroutine
+// hop less per frame, the same order and fairness (whatever is queued goes
+// first, through the writer).
 func (wc *wsConn) enqueue(ctx context.Context, sub *wsSub, f []byte) error {
+	if len(sub.q) == 0 && wc.wmu.TryLock() {
+		if wc.ctx.Err() == nil && ctx.Err() == nil && wc.idleLocked() {
+			ok := wc.writeFrame(f)
+			wc.wmu.Unlock()
+			if !ok {
+				return context.Canceled // the connection ends (closeWith)
+			}
+			return nil
+		}
+		wc.wmu.Unlock()
+	}
 	select {
 	case sub.q <- f: // room: no wait (and no two-channel select)
 	default:
@@ -499,18 +522,7 @@ func (wc *wsConn) writer() {
 	defer ping.Stop()
 	expiring, expired := wc.authTimers()
 	defer func() { expiring.Stop(); expired.Stop() }()
-	write := func(b []byte) bool {
-		_ = wc.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if err := wc.conn.WriteMessage(websocket.TextMessage, b); err != nil {
-			if ne, ok := err.(interface{ Timeout() bool }); ok && ne.Timeout() {
-				wc.closeSlow()
-			} else {
-				wc.closeWith(websocket.CloseAbnormalClosure, "", "", "")
-			}
-			return false
-		}
-		return true
-	}
+	write := wc.writeFrame
 	for {
 		select {
 		case <-wc.ctx.Done():
@@ -520,8 +532,10 @@ func (wc *wsConn) writer() {
 			if code != websocket.CloseAbnormalClosure {
 				if wc.closeReason != "" {
 					s.metrics.closed.WithLabelValues("ws", wc.closeReason).Inc()
+					wc.wmu.Lock()
 					_ = wc.conn.SetWriteDeadline(time.Now().Add(time.Second))
 					_ = wc.conn.WriteMessage(websocket.TextMessage, marshalFrame(map[string]any{"type": protows.TypeClosed, "reason": wc.closeReason, "error": wc.closeError}))
+					wc.wmu.Unlock()
 				}
 				_ = wc.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
 			}
@@ -544,7 +558,10 @@ func (wc *wsConn) writer() {
 			exp := wc.principal.ExpiresAt
 			wc.mu.Unlock()
 			// Written here: the writer never waits on its own queue.
-			if !write(marshalFrame(map[string]any{"type": "token-expiring", "expires_at": exp.UTC().Format(time.RFC3339)})) {
+			wc.wmu.Lock()
+			ok := write(marshalFrame(map[string]any{"type": "token-expiring", "expires_at": exp.UTC().Format(time.RFC3339)}))
+			wc.wmu.Unlock()
+			if !ok {
 				continue
 			}
 		case <-expired.C:
@@ -565,6 +582,8 @@ func (wc *wsConn) writer() {
 // subscription in turn, until the queues are empty, the connection ends or
 // a write fails.
 func (wc *wsConn) flush(write func([]byte) bool) {
+	wc.wmu.Lock()
+	defer wc.wmu.Unlock()
 	for progress := true; progress && wc.ctx.Err() == nil; {
 		progress = false
 	ctrl:
@@ -599,6 +618,38 @@ func (wc *wsConn) flush(write func([]byte) bool) {
 			}
 		}
 	}
+}
+
+// writeFrame writes one text frame (wmu held); a failed write ends the
+// connection: a timeout as a slow consumer (4008), else abnormally.
+func (wc *wsConn) writeFrame(b []byte) bool {
+	_ = wc.conn.SetWriteDeadline(time.Now().Add(wc.s.cfg.WriteTimeout))
+	if err := wc.conn.WriteMessage(websocket.TextMessage, b); err != nil {
+		if ne, ok := err.(interface{ Timeout() bool }); ok && ne.Timeout() {
+			wc.closeSlow()
+		} else {
+			wc.closeWith(websocket.CloseAbnormalClosure, "", "", "")
+		}
+		return false
+	}
+	return true
+}
+
+// idleLocked reports whether nothing waits for the writer: no control
+// frame and no subscription's frame (wmu held).
+func (wc *wsConn) idleLocked() bool {
+	if len(wc.ctrl) > 0 {
+		return false
+	}
+	wc.mu.Lock()
+	order := wc.order
+	wc.mu.Unlock()
+	for _, sub := range order {
+		if len(sub.q) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (wc *wsConn) currentCred() string {
