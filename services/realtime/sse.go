@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -185,8 +186,9 @@ func (ss *sseStream) serve(parent context.Context) {
 	// Heartbeats, from the stream's goroutine; and the credential is
 	// re-checked (a revoked key or an expired token ends the stream with
 	// msgmesh-closed: the reconnect gets its 401).
-	tick := time.NewTicker(s.cfg.Heartbeat)
+	tick := time.NewTicker(firstBeat(s.cfg.Heartbeat))
 	defer tick.Stop()
+	rebased := false
 	if p := ss.principal; !p.ExpiresAt.IsZero() {
 		expiry := time.AfterFunc(p.ExpiresAt.Sub(s.now()), func() { cancel(errTokenExpired) })
 		defer expiry.Stop()
@@ -208,6 +210,10 @@ func (ss *sseStream) serve(parent context.Context) {
 	}
 	st.beat = tick.C
 	st.onBeat = func() error {
+		if !rebased {
+			tick.Reset(s.cfg.Heartbeat)
+			rebased = true
+		}
 		if _, err := s.authenticate(ss.cred); err != nil {
 			return err
 		}
@@ -345,6 +351,17 @@ func closedData(reason, text string) []byte {
 }
 
 var heartbeat = []byte(": heartbeat\n\n")
+
+// firstBeat is a stream's first heartbeat interval: at random in the
+// second half of the heartbeat, then every heartbeat. Streams that open
+// together (a deploy, a reconnect wave, a benchmark) do not all re-check
+// their credentials (a signature verification each) in the same instant.
+func firstBeat(every time.Duration) time.Duration {
+	if every < 2 {
+		return max(every, 1)
+	}
+	return every/2 + rand.N(every/2)
+}
 
 // appendData appends msg as "data:" lines. A message is valid JSON, so a
 // line break in it is whitespace: each line becomes its own data line

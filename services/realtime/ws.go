@@ -518,8 +518,9 @@ func (wc *wsConn) closeWith(code int, text, reason, errText string) (first bool)
 func (wc *wsConn) writer() {
 	defer wc.wg.Done()
 	s := wc.s
-	ping := time.NewTicker(s.cfg.Heartbeat)
+	ping := time.NewTicker(firstBeat(s.cfg.Heartbeat))
 	defer ping.Stop()
+	rebased := false
 	expiring, expired := wc.authTimers()
 	defer func() { expiring.Stop(); expired.Stop() }()
 	write := wc.writeFrame
@@ -543,6 +544,10 @@ func (wc *wsConn) writer() {
 			_ = wc.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 			return
 		case <-ping.C:
+			if !rebased {
+				ping.Reset(s.cfg.Heartbeat)
+				rebased = true
+			}
 			if _, err := s.authenticate(wc.currentCred()); err != nil {
 				e := httpapi.AsError(err)
 				if e.Code == httpapi.CodeTokenExpired {
