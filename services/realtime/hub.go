@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,6 +57,31 @@ type hub struct {
 type item struct {
 	rec *kgo.Record
 	msg []byte
+	// front is the hub's position right after rec (the next offset of
+	// every partition): a subscriber whose own position equals it after
+	// rec, a whole-topic subscriber in step with the hub, can use the
+	// encodings below, made once for all of them.
+	front []int64
+	// sse is the SSE event "id: <position>\ndata: <msg>\n\n", made by the
+	// first subscriber that asks (sseOnce); sseID ends the position.
+	sseOnce sync.Once
+	sse     []byte
+	sseID   int
+}
+
+// sseEvent is the item's SSE event for epoch (every subscriber of a hub
+// has its epoch) and the end of its id.
+func (it *item) sseEvent(epoch string) ([]byte, int) {
+	it.sseOnce.Do(func() {
+		b := make([]byte, 0, 4+len(epoch)+1+len(it.front)*8+len(it.msg)+16)
+		b = append(b, "id: "...)
+		b = Position{Epoch: epoch, Next: it.front}.Append(b)
+		it.sseID = len(b)
+		b = append(b, '\n')
+		b = appendData(b, it.msg)
+		it.sse = append(b, '\n')
+	})
+	return it.sse, it.sseID
 }
 
 // liveSub is a subscriber's place in a hub's live feed: a bounded buffer
@@ -234,7 +260,7 @@ func (h *hub) dispatch(fs kgo.Fetches) {
 				continue
 			}
 			if it == nil {
-				it = &item{rec: r, msg: message.Encode(r)}
+				it = &item{rec: r, msg: message.Encode(r), front: slices.Clone(h.front)}
 			}
 			select {
 			case l.ch <- it:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -100,135 +101,185 @@ func (s *Service) sse(c *gin.Context) {
 		httpapi.Abort(c, s.log, httpapi.Errorf(code, "%v", err))
 		return
 	}
-	ctx, cancel := context.WithCancelCause(c.Request.Context())
-	defer cancel(nil)
-	stop := context.AfterFunc(s.ctx, func() { cancel(errShutdown) })
-	defer stop()
-	st, err := s.open(ctx, t, room, start)
+	octx, ocancel := context.WithCancelCause(c.Request.Context())
+	defer ocancel(nil)
+	ostop := context.AfterFunc(s.ctx, func() { ocancel(errShutdown) })
+	defer ostop()
+	st, err := s.open(octx, t, room, start)
 	if err != nil {
 		httpapi.Abort(c, s.log, err)
 		return
 	}
-	defer st.close()
-	s.metrics.subscribers.WithLabelValues("sse").Inc()
-	defer s.metrics.subscribers.WithLabelValues("sse").Dec()
-
+	h := c.Writer.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	ss := &sseStream{s: s, st: st, topic: t.Name, principal: p, cred: auth.CredentialOf(c)}
+	if out := hijackSSE(c.Writer, c.Request, s.cfg.WriteTimeout); out != nil {
+		// The connection is the stream's now: the handler returns (its
+		// goroutine, request and buffers go), the stream goes on in its
+		// own goroutine, which Close waits for like WebSockets'.
+		ss.out = out
+		s.conns.Add(1)
+		go func() {
+			defer s.conns.Done()
+			ss.serve(context.Background())
+		}()
+		return
+	}
 	w := c.Writer
 	rc := http.NewResponseController(w)
 	// The server's read timeout would end a long stream: lift it.
 	_ = rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-
 	// Everything is written from this goroutine (events, heartbeats): no
 	// write can outlive the handler, whose writer gin reuses afterwards.
+	ss.out = &sseOut{w: w, rc: rc, timeout: s.cfg.WriteTimeout}
+	ss.serve(c.Request.Context())
+}
+
+// sseStream is one SSE stream once its answer is decided: it runs in the
+// handler (writing through net/http) or, on a hijacked connection, in its
+// own goroutine.
+type sseStream struct {
+	s         *Service
+	st        *stream
+	topic     string
+	principal auth.Principal
+	cred      string
+	out       *sseOut
+}
+
+// serve runs the stream until it ends; parent is the request's context
+// (context.Background on a hijacked connection, which the stream watches
+// itself).
+func (ss *sseStream) serve(parent context.Context) {
+	s, st, out := ss.s, ss.st, ss.out
+	defer st.close()
+	defer out.finish()
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	stop := context.AfterFunc(s.ctx, func() { cancel(errShutdown) })
+	defer stop()
+	if out.conn != nil {
+		go out.watch(cancel)
+	}
+	s.metrics.subscribers.WithLabelValues("sse").Inc()
+	defer s.metrics.subscribers.WithLabelValues("sse").Dec()
+
 	// The headers, the retry hint and the first event (the id-only start,
 	// or a resync) leave in one write, so a client that sees the stream
-	// open holds its position.
+	// open holds its position. Events are added to the batch and written
+	// when the stream flushes (once per batch of live events).
+	out.add([]byte("retry: " + strconv.FormatInt(s.cfg.RetryHint.Milliseconds(), 10) + "\n: msgmesh\n\n"))
 	var buf []byte
-	preamble := []byte("retry: " + strconv.FormatInt(s.cfg.RetryHint.Milliseconds(), 10) + "\n: msgmesh\n\n")
-	writeFailed := false
 	var lastID []byte // the id the client holds
-	write := func(b []byte) error {
-		if preamble != nil {
-			b = append(preamble, b...)
-			preamble = nil
-		}
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			writeFailed = true
-			return err
-		}
-		if err := rc.Flush(); err != nil {
-			writeFailed = true
-			return err
-		}
-		return nil
-	}
-	// writeID sends an id-only event when the client's id is not pos.
+	// writeID adds an id-only event when the client's id is not pos.
 	writeID := func(pos Position) error {
 		buf = pos.Append(append(buf[:0], "id: "...))
 		if id := buf[4:]; !bytes.Equal(id, lastID) {
 			lastID = append(lastID[:0], id...)
-			return write(append(buf, "\n\n"...))
+			out.add(append(buf, "\n\n"...))
 		}
 		return nil
 	}
 	// Heartbeats, from the stream's goroutine; and the credential is
 	// re-checked (a revoked key or an expired token ends the stream with
 	// msgmesh-closed: the reconnect gets its 401).
-	cred := auth.CredentialOf(c)
-	tick := time.NewTicker(s.cfg.Heartbeat)
+	tick := time.NewTicker(firstBeat(s.cfg.Heartbeat))
 	defer tick.Stop()
-	if !p.ExpiresAt.IsZero() {
+	rebased := false
+	if p := ss.principal; !p.ExpiresAt.IsZero() {
 		expiry := time.AfterFunc(p.ExpiresAt.Sub(s.now()), func() { cancel(errTokenExpired) })
 		defer expiry.Stop()
 	}
-	st.beat = tick.C
-	st.onBeat = func() error {
-		if _, err := s.authenticate(cred); err != nil {
-			return err
-		}
-		if pos := st.position(); !bytes.Equal(pos.Append(buf[:0]), lastID) {
-			return writeID(pos)
-		}
-		return write(heartbeat)
-	}
 	sent, slow := s.metrics.sent.WithLabelValues("sse"), s.metrics.slow.WithLabelValues("disconnect")
-	emit := func(ev event) error {
-		buf = buf[:0]
-		var idAt, idEnd int
-		if ev.resync != "" {
-			buf = append(buf, "event: "+EventResync+"\nid: "...)
-			idAt = len(buf)
-			buf = ev.pos.Append(buf)
-			idEnd = len(buf)
-			buf = append(buf, `
-data: {"reason":"`...)
-			buf = append(buf, ev.resync...)
-			buf = append(buf, `","position":"`...)
-			buf = ev.pos.Append(buf)
-			buf = append(buf, "\"}\n\n"...)
-		} else {
-			buf = append(buf, "id: "...)
-			idAt = len(buf)
-			buf = ev.pos.Append(buf)
-			idEnd = len(buf)
-			buf = append(buf, '\n')
-			buf = appendData(buf, ev.msg)
-			buf = append(buf, '\n')
-		}
-		lastID = append(lastID[:0], buf[idAt:idEnd]...)
-		if ev.rec != nil && s.tracer.Traced(ev.rec.Headers) {
-			_, span, _ := s.tracer.StartDelivery(ctx, ev.rec.Headers, ev.rec.Partition, ev.rec.Offset, tracing.Delivery{Op: tracing.OpSSE, Topic: t.Name})
-			err := write(buf)
-			tracing.EndDelivery(span, err)
-			if err != nil {
+	batched := 0 // messages in the batch
+	flush := func() error {
+		if err := out.flush(); err != nil {
+			if batched > 0 {
 				slow.Inc()
-				return err
 			}
-		} else if err := write(buf); err != nil {
-			slow.Inc()
 			return err
 		}
-		if ev.resync == "" {
-			sent.Inc()
+		if batched > 0 {
+			sent.Add(float64(batched))
+			batched = 0
 		}
 		return nil
 	}
-	err = st.run(ctx, emit, writeID)
-	if writeFailed || c.Request.Context().Err() != nil {
+	st.beat = tick.C
+	st.onBeat = func() error {
+		if !rebased {
+			tick.Reset(s.cfg.Heartbeat)
+			rebased = true
+		}
+		if _, err := s.authenticate(ss.cred); err != nil {
+			return err
+		}
+		if pos := st.position(); !bytes.Equal(pos.Append(buf[:0]), lastID) {
+			_ = writeID(pos)
+		} else {
+			out.add(heartbeat)
+		}
+		return flush()
+	}
+	st.flush = flush
+	emit := func(ev event) error {
+		if ev.shared != nil && ev.resync == "" {
+			b, idEnd := ev.shared.sseEvent(st.epoch)
+			lastID = append(lastID[:0], b[4:idEnd]...)
+			out.add(b)
+		} else {
+			buf = buf[:0]
+			var idAt, idEnd int
+			if ev.resync != "" {
+				buf = append(buf, "event: "+EventResync+"\nid: "...)
+				idAt = len(buf)
+				buf = ev.pos.Append(buf)
+				idEnd = len(buf)
+				buf = append(buf, `
+data: {"reason":"`...)
+				buf = append(buf, ev.resync...)
+				buf = append(buf, `","position":"`...)
+				buf = ev.pos.Append(buf)
+				buf = append(buf, "\"}\n\n"...)
+			} else {
+				buf = append(buf, "id: "...)
+				idAt = len(buf)
+				buf = ev.pos.Append(buf)
+				idEnd = len(buf)
+				buf = append(buf, '\n')
+				buf = appendData(buf, ev.msg)
+				buf = append(buf, '\n')
+			}
+			lastID = append(lastID[:0], buf[idAt:idEnd]...)
+			out.add(buf)
+		}
+		if ev.resync == "" {
+			batched++
+		}
+		if ev.rec != nil && s.tracer.Traced(ev.rec.Headers) {
+			// A traced message is written at once: its span covers the
+			// write.
+			_, span, _ := s.tracer.StartDelivery(ctx, ev.rec.Headers, ev.rec.Partition, ev.rec.Offset, tracing.Delivery{Op: tracing.OpSSE, Topic: ss.topic})
+			err := flush()
+			tracing.EndDelivery(span, err)
+			return err
+		}
+		return nil
+	}
+	err := st.run(ctx, emit, writeID)
+	if out.failed || parent.Err() != nil || errors.Is(context.Cause(ctx), errClientGone) {
 		return // the client is gone: nothing to tell
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
 	}
-	reason, text := closeReason(err, t.Name)
+	reason, text := closeReason(err, ss.topic)
 	if reason == "" {
-		s.log.Debug("realtime: sse stream ended", "topic", t.Name, "err", err)
+		s.log.Debug("realtime: sse stream ended", "topic", ss.topic, "err", err)
+		_ = out.flush()
 		return
 	}
 	s.metrics.closed.WithLabelValues("sse", reason).Inc()
@@ -236,7 +287,8 @@ data: {"reason":"`...)
 	buf = st.position().Append(buf)
 	buf = append(buf, "\ndata: "...)
 	buf = append(buf, closedData(reason, text)...)
-	_ = write(append(buf, "\n\n"...))
+	out.add(append(buf, "\n\n"...))
+	_ = out.flush()
 }
 
 // EventClosed is the SSE event type sent before the server ends a stream
@@ -299,6 +351,17 @@ func closedData(reason, text string) []byte {
 }
 
 var heartbeat = []byte(": heartbeat\n\n")
+
+// firstBeat is a stream's first heartbeat interval: at random in the
+// second half of the heartbeat, then every heartbeat. Streams that open
+// together (a deploy, a reconnect wave, a benchmark) do not all re-check
+// their credentials (a signature verification each) in the same instant.
+func firstBeat(every time.Duration) time.Duration {
+	if every < 2 {
+		return max(every, 1)
+	}
+	return every/2 + rand.N(every/2)
+}
 
 // appendData appends msg as "data:" lines. A message is valid JSON, so a
 // line break in it is whitespace: each line becomes its own data line

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +41,10 @@ type event struct {
 	resync string
 	// pos is the position after this event (resume from it).
 	pos Position
+	// shared, if set, is the hub's item of this live message when pos is
+	// the hub's own position after it (a whole-topic subscriber in step
+	// with the live feed): its pre-encoded forms fit this event.
+	shared *item
 }
 
 // stream is one subscription: a topic (or one room of it) from a start
@@ -63,6 +68,23 @@ type stream struct {
 	// heartbeats and credential re-checks); an error ends the stream.
 	beat   <-chan time.Time
 	onBeat func() error
+	// flush, if set, writes what emit buffered: the stream calls it after
+	// each batch of live events (all the hub had handed it, at most
+	// liveBatch), after each catch-up event and after the start events,
+	// so that a transport writes (and flushes) once per batch instead of
+	// once per event.
+	flush func() error
+}
+
+// liveBatch bounds the live events written in one batch (one write).
+const liveBatch = 64
+
+// flushed runs flush, if set.
+func (st *stream) flushed() error {
+	if st.flush == nil {
+		return nil
+	}
+	return st.flush()
 }
 
 // open resolves a subscription: the start against Kafka (400
@@ -307,6 +329,10 @@ func (st *stream) run(ctx context.Context, emit func(event) error, joined func(P
 					return err
 				}
 			}
+			if err := st.flushed(); err != nil {
+				st.hub.unsubscribe(l)
+				return err
+			}
 		}
 		if err := st.catchUp(ctx, front, emit); err != nil {
 			st.hub.unsubscribe(l)
@@ -322,22 +348,57 @@ func (st *stream) run(ctx context.Context, emit func(event) error, joined func(P
 }
 
 // live delivers the live feed until it ends (errLagged: catch up again).
+// It takes every item the hub has handed it (at most liveBatch) before it
+// flushes: a subscriber that fell a little behind catches up in one write.
+// The events' pos shares st.next (emit formats it at once, never keeps it).
 func (st *stream) live(ctx context.Context, l *liveSub, emit func(event) error) error {
+	pos := Position{Epoch: st.epoch, Next: st.next}
+	// deliver emits one item; ok false: the feed ended.
+	deliver := func(it *item) error {
+		p := it.rec.Partition
+		if it.rec.Offset < st.next[p] {
+			return nil // a boundary duplicate of the catch-up
+		}
+		st.next[p] = it.rec.Offset + 1
+		ev := event{msg: it.msg, rec: it.rec, pos: pos}
+		if slices.Equal(st.next, it.front) {
+			ev.shared = it // in step with the hub: its encoding fits
+		}
+		return emit(ev)
+	}
+	ended := func() error {
+		if l.why == nil {
+			return context.Canceled
+		}
+		return l.why
+	}
 	for {
 		select {
 		case it, ok := <-l.ch:
 			if !ok {
-				if l.why == nil {
-					return context.Canceled
+				return ended()
+			}
+			if err := deliver(it); err != nil {
+				return err
+			}
+			done := false
+			for n := 1; n < liveBatch && !done; n++ {
+				select {
+				case it, ok := <-l.ch:
+					if !ok {
+						if err := st.flushed(); err != nil {
+							return err
+						}
+						return ended()
+					}
+					if err := deliver(it); err != nil {
+						return err
+					}
+				default:
+					done = true
 				}
-				return l.why
 			}
-			p := it.rec.Partition
-			if it.rec.Offset < st.next[p] {
-				continue // a boundary duplicate of the catch-up
-			}
-			st.next[p] = it.rec.Offset + 1
-			if err := emit(event{msg: it.msg, rec: it.rec, pos: st.position()}); err != nil {
+			if err := st.flushed(); err != nil {
 				return err
 			}
 		case <-st.beat:
@@ -442,6 +503,9 @@ func (st *stream) catchUpLoop(ctx context.Context, front []int64, emit func(even
 		r.arm(true)
 		parkTimer.Reset(s.catchupPark)
 		err := emit(ev)
+		if err == nil {
+			err = st.flushed()
+		}
 		parkTimer.Stop()
 		r.arm(false)
 		return err
