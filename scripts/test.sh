@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The test suite, as `make test` and CI (.ci/run) run it.
 #
-#   scripts/test.sh                         go vet ./... and go test ./... against a real broker
+#   scripts/test.sh                         go vet ./... and every test against a real broker:
+#                                           the unit packages with -race, the integration
+#                                           packages without, then each fuzz target for
+#                                           MSGMESH_FUZZTIME (default 10s)
 #   scripts/test.sh -run TestPoll ./platform/...   extra go test args (packages replace ./...)
 #   GOTEST_FLAGS='-race -v' scripts/test.sh
 #
@@ -116,8 +119,32 @@ for a in "$@"; do
 done
 
 go vet ./... ./sdks/go/...
-# shellcheck disable=SC2086
-go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" "${pkgs[@]}"
+if [[ $whole == 1 ]]; then
+  # The unit packages under the race detector (-race); the integration
+  # packages without it: they take about 13 minutes on a 2-core machine
+  # as they are, several times that under -race, and their in-process
+  # nodes are the code the unit packages race-test (README, Development).
+  mapfile -t unit < <(go list ./... ./sdks/go/... | grep -v '/integration')
+  started_at=$SECONDS
+  # shellcheck disable=SC2086
+  go test -count=1 -timeout 40m -race ${GOTEST_FLAGS:-} "$@" "${unit[@]}"
+  say "unit packages with -race: $((SECONDS - started_at))s"
+  started_at=$SECONDS
+  # shellcheck disable=SC2086
+  go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" ./integration/...
+  say "integration packages: $((SECONDS - started_at))s"
+  # Every fuzz target, briefly (go test fuzzes one target per run); a
+  # failing input is written under the package's testdata/fuzz to replay.
+  fuzztime=${MSGMESH_FUZZTIME:-10s}
+  started_at=$SECONDS
+  while read -r file target; do
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$(dirname "$file")"
+  done < <(git grep -n -E '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' -- '*_test.go' ':!sdks/js' | sed -E 's/^([^:]+):[0-9]+:func (Fuzz[A-Za-z0-9_]+).*/\1 \2/')
+  say "fuzz targets, $fuzztime each: $((SECONDS - started_at))s"
+else
+  # shellcheck disable=SC2086
+  go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" "${pkgs[@]}"
+fi
 
 if [[ $whole == 1 ]]; then
   for suite in sdks/js/test.sh sdks/python/test.sh sdks/mcp-server/test.sh; do
