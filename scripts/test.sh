@@ -47,6 +47,9 @@ started=0
 pg_started=0
 stop_broker() {
   local rc=$?
+  if [[ -n ${unit_pid:-} ]]; then
+    kill "$unit_pid" 2>/dev/null || true
+  fi
   say "suite ran against: ${broker_desc:-none}; ${pg_desc:-no PostgreSQL} (exit $rc)"
   if [[ $started == 1 ]]; then
     scripts/kafka.sh stop || true
@@ -120,26 +123,39 @@ done
 
 go vet ./... ./sdks/go/...
 if [[ $whole == 1 ]]; then
-  # The unit packages under the race detector (-race); the integration
-  # packages without it: they take about 13 minutes on a 2-core machine
-  # as they are, several times that under -race, and their in-process
-  # nodes are the code the unit packages race-test (README, Development).
+  # The unit packages under the race detector (-race), and beside them
+  # (in parallel, as go test runs packages) the integration packages
+  # without it: they take about 13 minutes on a 2-core machine as they
+  # are, several times that under -race, and their in-process nodes are
+  # the code the unit packages race-test (README, Development). The unit
+  # run's output follows the integration run's.
   mapfile -t unit < <(go list ./... ./sdks/go/... | grep -v '/integration')
+  unit_log=$(mktemp)
   started_at=$SECONDS
   # shellcheck disable=SC2086
-  go test -count=1 -timeout 40m -race ${GOTEST_FLAGS:-} "$@" "${unit[@]}"
-  say "unit packages with -race: $((SECONDS - started_at))s"
-  started_at=$SECONDS
+  go test -count=1 -timeout 40m -race ${GOTEST_FLAGS:-} "$@" "${unit[@]}" >"$unit_log" 2>&1 &
+  unit_pid=$!
+  int_rc=0
   # shellcheck disable=SC2086
-  go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" ./integration/...
+  go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" ./integration/... || int_rc=$?
   say "integration packages: $((SECONDS - started_at))s"
+  unit_rc=0
+  wait "$unit_pid" || unit_rc=$?
+  cat "$unit_log"
+  rm -f "$unit_log"
+  say "unit packages with -race: done after $((SECONDS - started_at))s"
+  if [[ $int_rc != 0 || $unit_rc != 0 ]]; then
+    say "error: go test failed (integration exit $int_rc, unit with -race exit $unit_rc)"
+    exit 1
+  fi
   # Every fuzz target, briefly (go test fuzzes one target per run); a
   # failing input is written under the package's testdata/fuzz to replay.
   fuzztime=${MSGMESH_FUZZTIME:-10s}
   started_at=$SECONDS
   while read -r file target; do
     go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$(dirname "$file")"
-  done < <(git grep -n -E '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' -- '*_test.go' ':!sdks/js' | sed -E 's/^([^:]+):[0-9]+:func (Fuzz[A-Za-z0-9_]+).*/\1 \2/')
+  done < <(grep -rEn --include='*_test.go' --exclude-dir=node_modules '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' platform services proto integration |
+    sed -E 's/^([^:]+):[0-9]+:func (Fuzz[A-Za-z0-9_]+).*/\1 \2/' | sort)
   say "fuzz targets, $fuzztime each: $((SECONDS - started_at))s"
 else
   # shellcheck disable=SC2086
