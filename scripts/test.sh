@@ -123,10 +123,10 @@ done
 
 go vet ./... ./sdks/go/...
 if [[ $whole == 1 ]]; then
-  # The unit packages under the race detector (-race), and beside them
-  # (in parallel, as go test runs packages) the integration packages
-  # without it: they take about 13 minutes on a 2-core machine as they
-  # are, several times that under -race, and their in-process nodes are
+  # The unit packages under the race detector (-race; 2-5 minutes on a
+  # shared 2-core machine), and beside them (in parallel, as go test runs
+  # packages) the integration packages without it (13-17 minutes; under
+  # -race over 22, too long for this suite). Their in-process nodes run
   # the code the unit packages race-test (README, Development). The unit
   # run's output follows the integration run's.
   mapfile -t unit < <(go list ./... ./sdks/go/... | grep -v '/integration')
