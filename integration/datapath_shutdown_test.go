@@ -107,14 +107,16 @@ func TestDataPathGracefulShutdownKeepsAcknowledgedPublishes(t *testing.T) {
 		}()
 	}
 
-	time.Sleep(1500 * time.Millisecond)
-	mu.Lock()
-	before := len(confirmed)
-	mu.Unlock()
-	if before == 0 {
+	// SIGTERM once publishes flow (some confirmed, more in flight).
+	flowing, _ := h.PollUntil(30*time.Second, 20*time.Millisecond, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(confirmed) >= 50
+	})
+	if !flowing {
 		close(stop)
 		wg.Wait()
-		t.Fatalf("no publish succeeded in 1.5s before SIGTERM")
+		t.Fatalf("fewer than 50 publishes succeeded in 30s before SIGTERM")
 	}
 	termSent.Store(true)
 	err := p.Terminate(30 * time.Second)

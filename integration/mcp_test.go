@@ -770,3 +770,41 @@ func TestMCPCommandStdio(t *testing.T) {
 	ok(t, cs, "watch_topic", map[string]any{"topic": "stdio", "from": "earliest", "wait_ms": 5000}, &w)
 	wantNs(t, "stdio watch", w, 1)
 }
+
+// lowerBearer sends the credential with the scheme in lower case, which
+// RFC 9110 (section 11.1) allows.
+type lowerBearer struct {
+	key string
+	rt  http.RoundTripper
+}
+
+func (b lowerBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "bearer "+b.key)
+	return b.rt.RoundTrip(r)
+}
+
+// A caller authenticated with "Authorization: bearer <key>" (the scheme is
+// case-insensitive) can use the tools: they act with the credential the
+// API's middleware read, never re-parsing the header (it used to want
+// "Bearer " exactly and answered every tool call "no credential").
+func TestMCPLowerCaseBearerScheme(t *testing.T) {
+	c := harness.NewCluster(t)
+	n := c.Start(t, nil)
+	harness.CreateTopic(t, n.URL, c.AdminKey, "lower", 1)
+	tr := &mcp.StreamableClientTransport{Endpoint: n.URL + "/mcp", HTTPClient: &http.Client{Transport: lowerBearer{c.AdminKey, http.DefaultTransport}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "msgmesh-test", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatalf("connect with a lower-case bearer: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	var out struct {
+		Topics []struct {
+			Name string `json:"name"`
+		} `json:"topics"`
+	}
+	ok(t, cs, "list_topics", nil, &out)
+	if len(out.Topics) != 1 || out.Topics[0].Name != "lower" {
+		t.Fatalf("list_topics: %+v, want topic lower", out)
+	}
+}

@@ -136,32 +136,43 @@ func TestRealtimeCredentialsInURLAndHeader(t *testing.T) {
 	if f := readFrame(t, conn, 10*time.Second); f["type"] != "subscribed" {
 		t.Fatalf("frame %v, want subscribed", f)
 	}
-	time.Sleep(1500 * time.Millisecond) // several heartbeats and pings: credential re-checks
-	publishSeq(t, n.URL, key, "urlkey", 0, 1)
-	got := make(chan string, 1)
+	// Every heartbeat follows a credential re-check that passed (a failed
+	// one ends the stream with msgmesh-closed): wait for three of them (the
+	// WebSocket's pings, on the same heartbeat, re-check it alike).
+	got := make(chan string, 2)
 	go func() {
 		var b bytes.Buffer
 		buf := make([]byte, 4096)
+		said := false
 		for {
 			k, err := resp.Body.Read(buf)
 			b.Write(buf[:k])
+			if !said && strings.Count(b.String(), ": heartbeat\n") >= 3 {
+				said = true
+				got <- "re-checked"
+			}
 			if strings.Contains(b.String(), `"seq":0`) {
 				got <- "message"
 				return
 			}
-			if err != nil {
+			if err != nil || strings.Contains(b.String(), "msgmesh-closed") {
 				got <- "ended: " + b.String()
 				return
 			}
 		}
 	}()
-	select {
-	case g := <-got:
-		if g != "message" {
-			t.Fatalf("the bearer SSE stream %s", g)
+	for _, want := range []string{"re-checked", "message"} {
+		select {
+		case g := <-got:
+			if g != want {
+				t.Fatalf("the bearer SSE stream %s, want %s", g, want)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the bearer SSE stream: no %s", want)
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the bearer SSE stream got no message")
+		if want == "re-checked" {
+			publishSeq(t, n.URL, key, "urlkey", 0, 1)
+		}
 	}
 	for {
 		f := readFrame(t, conn, 10*time.Second)
@@ -224,14 +235,17 @@ func TestRealtimeWebSocketPingBurst(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(500 * time.Millisecond) // the flood is being read at the limited rate
-	publishSeq(t, n.URL, c.AdminKey, "pings", 0, 1)
+	// Publish once the flood is read at the limited rate: past the burst
+	// of 500 frames the server admits at once (wsFrameBurst).
+	const pastBurst = 550
 	pongs, msgAt := 0, -1
 	for pongs < flood || msgAt < 0 {
 		f := readFrame(t, conn, 15*time.Second)
 		switch f["type"] {
 		case "pong":
-			pongs++
+			if pongs++; pongs == pastBurst {
+				publishSeq(t, n.URL, c.AdminKey, "pings", 0, 1)
+			}
 		case "message":
 			msgAt = pongs
 		default:

@@ -116,7 +116,14 @@ func TestRealtimeCatchupSlotsSlowReaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(2 * time.Second)
+	// Wait until all 4 are open and catching up (they then block on the
+	// client that reads nothing).
+	if ok, _ := h.PollUntil(20*time.Second, 50*time.Millisecond, func() bool {
+		return metricValue(t, n.URL, `msgmesh_realtime_subscribers{transport="ws"}`) == 4 &&
+			metricValue(t, n.URL, "msgmesh_realtime_catchup_messages_total") > 0
+	}); !ok {
+		t.Fatal("the 4 WebSocket subscriptions did not open and start catching up")
+	}
 	// Another client resumes: it is served within a few seconds.
 	start := time.Now()
 	s := mustSSE(t, n.URL, key, "slots", url.Values{"from": {"earliest"}}, "")
@@ -157,8 +164,16 @@ func TestRealtimeCatchupEndsWithTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hold.Close()
-	fmt.Fprintf(hold, "GET /v1/topics/gone/events?from=earliest&token=%s HTTP/1.1\r\nHost: %s\r\n\r\n", url.QueryEscape(key), addr)
-	time.Sleep(500 * time.Millisecond)
+	// (?token= takes tokens only: with the key itself the holder was
+	// refused 401 key_in_url and held nothing.)
+	tok, _ := h.MintToken(t, n.URL, key, 900, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"gone"}}})
+	fmt.Fprintf(hold, "GET /v1/topics/gone/events?from=earliest&token=%s HTTP/1.1\r\nHost: %s\r\n\r\n", url.QueryEscape(tok), addr)
+	if ok, _ := h.PollUntil(20*time.Second, 50*time.Millisecond, func() bool {
+		return metricValue(t, n.URL, `msgmesh_realtime_subscribers{transport="sse"}`) == 1 &&
+			metricValue(t, n.URL, "msgmesh_realtime_catchup_messages_total") > 0
+	}); !ok {
+		t.Fatal("the holder's stream did not open and start catching up")
+	}
 	s := mustSSE(t, n.URL, key, "gone", url.Values{"from": {"earliest"}}, "")
 	time.Sleep(500 * time.Millisecond)
 	h.Must(t, n.URL, "DELETE", "/v1/topics/gone", key, nil, http.StatusNoContent)

@@ -223,7 +223,7 @@ func TestSecretsPlaintextMigration(t *testing.T) {
 	}{
 		{controlstate.TypeTenantCreated, `{"tenant":"default","plan":"free","admin_key":{"tenant":"default","key_id":"key_legacy","name":"bootstrap","role":"admin","hash":"` + auth.HashKey(c.AdminKey) + `","prefix":"` + c.AdminKey[:9] + `"}}`},
 		{controlstate.TypeTopicCreated, `{"tenant":"default","topic":"orders","partitions":1,"kafka_topic":"` + kt + `"}`},
-		{controlstate.TypeSigningKeyCreated, `{"kid":"sk_legacy","seed":"` + seedB64 + `"}`},
+		{controlstate.TypeSigningKeyCreated, `{"kid":"sk_00000000001e9ac1","seed":"` + seedB64 + `"}`},
 		{controlstate.TypeWebhookCreated, `{"tenant":"default","id":"wh_legacy","topic":"orders","kafka_topic":"` + kt + `","url":"https://hooks.example.com/x","secret":"` + secret + `","group":"` + c.Prefix + `.default.wh.wh_legacy"}`},
 	}
 	cl := c.KafkaClient(t)
@@ -239,7 +239,7 @@ func TestSecretsPlaintextMigration(t *testing.T) {
 	claims := auth.TokenClaims{RegisteredClaims: jwt.RegisteredClaims{Issuer: auth.TokenIssuer, Subject: "default", ID: "tok_old",
 		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(5 * time.Minute))}, ParentKey: "key_legacy", Caps: capability.ForRole(capability.RoleAdmin)}
 	tk := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	tk.Header["kid"] = "sk_legacy"
+	tk.Header["kid"] = "sk_00000000001e9ac1"
 	old, _ := tk.SignedString(ed25519.NewKeyFromSeed(seed))
 	h.Must(t, n.URL, "GET", "/v1/topics", old, nil, 200)
 
@@ -263,11 +263,11 @@ func TestSecretsPlaintextMigration(t *testing.T) {
 			rewrapped[d.ID] = d.SealedSecret != nil && d.SealedSecret.KEK == kek
 		}
 	}
-	if !rewrapped["sk_legacy"] || !rewrapped["wh_legacy"] {
+	if !rewrapped["sk_00000000001e9ac1"] || !rewrapped["wh_legacy"] {
 		t.Fatalf("rewrap events after migration: %v", rewrapped)
 	}
 	st := c.ReplayControlLog(t)
-	if k := mustSigning(t, st, "sk_legacy"); k.Seed != seedB64 || k.Sealed == nil || !k.Exposed {
+	if k := mustSigning(t, st, "sk_00000000001e9ac1"); k.Seed != seedB64 || k.Sealed == nil || !k.Exposed {
 		t.Fatalf("replayed legacy key: %+v", k)
 	}
 	if w, ok := st.Webhook("default", "wh_legacy"); !ok || w.Secret != secret || w.SealedSecret == nil {
@@ -283,8 +283,8 @@ func TestSecretsPlaintextMigration(t *testing.T) {
 	}
 	_ = json.Unmarshal(h.Must(t, n.URL, "GET", "/v1/signing-keys", c.OperatorKey, nil, 200).Body, &list)
 	for _, k := range list.Keys {
-		if k.Exposed != (k.KID == "sk_legacy") || k.KEK != kek {
-			t.Errorf("signing key listing %+v: want exposed only for sk_legacy, every one sealed under %s", k, kek)
+		if k.Exposed != (k.KID == "sk_00000000001e9ac1") || k.KEK != kek {
+			t.Errorf("signing key listing %+v: want exposed only for sk_00000000001e9ac1, every one sealed under %s", k, kek)
 		}
 	}
 	// One-time: a second start appends nothing.

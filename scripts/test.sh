@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The test suite, as `make test` and CI (.ci/run) run it.
 #
-#   scripts/test.sh                         go vet ./... and go test ./... against a real broker
+#   scripts/test.sh                         go vet ./... and every test against a real broker:
+#                                           the unit packages with -race, the integration
+#                                           packages without, then each fuzz target for
+#                                           MSGMESH_FUZZTIME (default 10s)
 #   scripts/test.sh -run TestPoll ./platform/...   extra go test args (packages replace ./...)
 #   GOTEST_FLAGS='-race -v' scripts/test.sh
 #
@@ -44,6 +47,9 @@ started=0
 pg_started=0
 stop_broker() {
   local rc=$?
+  if [[ -n ${unit_pid:-} ]]; then
+    kill "$unit_pid" 2>/dev/null || true
+  fi
   say "suite ran against: ${broker_desc:-none}; ${pg_desc:-no PostgreSQL} (exit $rc)"
   if [[ $started == 1 ]]; then
     scripts/kafka.sh stop || true
@@ -116,8 +122,45 @@ for a in "$@"; do
 done
 
 go vet ./... ./sdks/go/...
-# shellcheck disable=SC2086
-go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" "${pkgs[@]}"
+if [[ $whole == 1 ]]; then
+  # The unit packages under the race detector (-race; 2-5 minutes on a
+  # shared 2-core machine), and beside them (in parallel, as go test runs
+  # packages) the integration packages without it (13-17 minutes; under
+  # -race over 22, too long for this suite). Their in-process nodes run
+  # the code the unit packages race-test (README, Development). The unit
+  # run's output follows the integration run's.
+  mapfile -t unit < <(go list ./... ./sdks/go/... | grep -v '/integration')
+  unit_log=$(mktemp)
+  started_at=$SECONDS
+  # shellcheck disable=SC2086
+  go test -count=1 -timeout 40m -race ${GOTEST_FLAGS:-} "$@" "${unit[@]}" >"$unit_log" 2>&1 &
+  unit_pid=$!
+  int_rc=0
+  # shellcheck disable=SC2086
+  go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" ./integration/... || int_rc=$?
+  say "integration packages: $((SECONDS - started_at))s"
+  unit_rc=0
+  wait "$unit_pid" || unit_rc=$?
+  cat "$unit_log"
+  rm -f "$unit_log"
+  say "unit packages with -race: done after $((SECONDS - started_at))s"
+  if [[ $int_rc != 0 || $unit_rc != 0 ]]; then
+    say "error: go test failed (integration exit $int_rc, unit with -race exit $unit_rc)"
+    exit 1
+  fi
+  # Every fuzz target, briefly (go test fuzzes one target per run); a
+  # failing input is written under the package's testdata/fuzz to replay.
+  fuzztime=${MSGMESH_FUZZTIME:-10s}
+  started_at=$SECONDS
+  while read -r file target; do
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$(dirname "$file")"
+  done < <(grep -rEn --include='*_test.go' --exclude-dir=node_modules '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' platform services proto integration |
+    sed -E 's/^([^:]+):[0-9]+:func (Fuzz[A-Za-z0-9_]+).*/\1 \2/' | sort)
+  say "fuzz targets, $fuzztime each: $((SECONDS - started_at))s"
+else
+  # shellcheck disable=SC2086
+  go test -count=1 -timeout 40m ${GOTEST_FLAGS:-} "$@" "${pkgs[@]}"
+fi
 
 if [[ $whole == 1 ]]; then
   for suite in sdks/js/test.sh sdks/python/test.sh sdks/mcp-server/test.sh; do

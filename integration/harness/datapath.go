@@ -166,20 +166,29 @@ func (r PollReq) body() map[string]any {
 // DoE is Do returning errors (safe in goroutines). body is []byte (sent
 // with contentType) or anything JSON-encodable; query is appended to path.
 func DoE(ctx context.Context, base, method, path, key string, body any, contentType string) (int, []byte, error) {
-	var rd io.Reader
+	return doE(ctx, base, method, path, key, body, contentType, nil)
+}
+
+// doE is DoE handing the finished exchange to check (if set).
+func doE(ctx context.Context, base, method, path, key string, body any, contentType string, check func(*http.Request, []byte, *http.Response, []byte)) (int, []byte, error) {
+	var reqBody []byte
 	switch b := body.(type) {
 	case nil:
 	case []byte:
-		rd = bytes.NewReader(b)
+		reqBody = b
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
 			return 0, nil, err
 		}
-		rd = bytes.NewReader(raw)
+		reqBody = raw
 		if contentType == "" {
 			contentType = "application/json"
 		}
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(reqBody)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
@@ -197,6 +206,9 @@ func DoE(ctx context.Context, base, method, path, key string, body any, contentT
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
+	if err == nil && check != nil {
+		check(req, reqBody, resp, raw)
+	}
 	return resp.StatusCode, raw, err
 }
 
@@ -216,13 +228,17 @@ func PollE(ctx context.Context, base, key, topic string, req PollReq) ([]Msg, er
 // PollBatchE is PollE returning the whole answer. It checks the batch rule:
 // a non-empty answer has "batch", an empty one has not.
 func PollBatchE(ctx context.Context, base, key, topic string, req PollReq) (PollAnswer, error) {
+	return pollBatch(ctx, base, key, topic, req, nil)
+}
+
+func pollBatch(ctx context.Context, base, key, topic string, req PollReq, check func(*http.Request, []byte, *http.Response, []byte)) (PollAnswer, error) {
 	ak := req.ackKey(key, topic)
 	if req.Ack == "" && !req.NoAck {
 		if v, ok := acks.Load(ak); ok {
 			req.Ack = v.(string)
 		}
 	}
-	st, raw, err := DoE(ctx, base, "POST", "/v1/topics/"+topic+"/poll", key, req.body(), "")
+	st, raw, err := doE(ctx, base, "POST", "/v1/topics/"+topic+"/poll", key, req.body(), "", check)
 	if err != nil {
 		return PollAnswer{}, err
 	}
@@ -245,14 +261,17 @@ func PollBatchE(ctx context.Context, base, key, topic string, req PollReq) (Poll
 	return out, nil
 }
 
-// Poll is PollE failing t on error (call it from the test goroutine).
+// Poll is PollE failing t on error (call it from the test goroutine); the
+// exchange is checked against proto/openapi.yaml (CheckContract).
 func Poll(t testing.TB, base, key, topic string, req PollReq) []Msg {
 	t.Helper()
-	ms, err := PollE(context.Background(), base, key, topic, req)
+	a, err := pollBatch(context.Background(), base, key, topic, req, func(r *http.Request, rb []byte, resp *http.Response, b []byte) {
+		CheckContract(t, r, rb, resp, b)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ms
+	return a.Messages
 }
 
 // Commit acknowledges cursors with POST /commit, failing t unless it

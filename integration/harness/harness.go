@@ -22,6 +22,7 @@ import (
 
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/kafkatest"
+	"github.com/msgmesh/msgmesh/proto/openapitest"
 	"github.com/msgmesh/msgmesh/services/msgmesh/app"
 )
 
@@ -197,9 +198,14 @@ func (r Response) JSON(t testing.TB) map[string]any {
 
 // Do sends method path with a bearer key (none if empty). body may be nil,
 // []byte (sent as is with contentType) or anything JSON-encodable.
+//
+// Every exchange of the HTTP API (paths under /v1/ and the others
+// proto/openapi.yaml describes) is checked against the spec
+// (CheckContract): a handler that drifts from the contract fails the test
+// that called it.
 func Do(t testing.TB, base, method, path, key string, body any, contentType ...string) Response {
 	t.Helper()
-	var rd io.Reader
+	var reqBody []byte
 	ct := "application/json"
 	if len(contentType) > 0 {
 		ct = contentType[0]
@@ -207,15 +213,19 @@ func Do(t testing.TB, base, method, path, key string, body any, contentType ...s
 	switch b := body.(type) {
 	case nil:
 	case []byte:
-		rd = bytes.NewReader(b)
+		reqBody = b
 	case string:
-		rd = strings.NewReader(b)
+		reqBody = []byte(b)
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rd = bytes.NewReader(raw)
+		reqBody = raw
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(reqBody)
 	}
 	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
@@ -236,7 +246,21 @@ func Do(t testing.TB, base, method, path, key string, body any, contentType ...s
 	if err != nil {
 		t.Fatalf("%s %s: read body: %v", method, path, err)
 	}
+	CheckContract(t, req, reqBody, resp, raw)
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+}
+
+// CheckContract checks one exchange against proto/openapi.yaml
+// (openapitest), failing t on a mismatch, when req is one of the HTTP
+// API's: a path under /v1/ or one the spec lists. The panel, the demo and
+// the other pages outside the contract are left alone.
+func CheckContract(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) {
+	t.Helper()
+	v := openapitest.Validator(t)
+	if p := req.URL.Path; !strings.HasPrefix(p, "/v1/") && v.Doc().Paths.Find(p) == nil {
+		return
+	}
+	v.Check(t, req, reqBody, resp, respBody)
 }
 
 // Must is Do that fails the test unless the status is want.

@@ -154,14 +154,22 @@ func TestAuthenticate(t *testing.T) {
 	if p, err := a.Authenticate(strings.Repeat("o", 40)); err != nil || !p.Operator || p.Can(capability.OpPublish, "x", "") {
 		t.Fatalf("operator: %+v %v", p, err)
 	}
-	for _, bad := range []string{"", "mm_nope", "mm_" + strings.Repeat("A", 43), "a.b.c"} {
-		if _, err := a.Authenticate(bad); err == nil {
-			t.Errorf("Authenticate(%q) accepted", bad)
+	for bad, kind := range map[string]error{
+		"":                                ErrUnauthenticated,
+		"mm_nope":                         ErrInvalidCredential,
+		"mm_" + strings.Repeat("A", 43):   ErrInvalidCredential,
+		"a.b.c":                           ErrTokenInvalid,
+		"not a credential of either kind": ErrInvalidCredential,
+	} {
+		_, err := a.Authenticate(bad)
+		var ae *Error
+		if !errors.Is(err, kind) || !errors.As(err, &ae) || ae.Message == "" {
+			t.Errorf("Authenticate(%q) = %v, want an *auth.Error of kind %v", bad, err, kind)
 		}
 	}
 	applyTo(t, s, controlstate.TypeTenantSuspended, controlstate.TenantSuspendedData{Tenant: "t", Reason: "billing"})
-	if _, err := a.Authenticate(key); err == nil || !strings.Contains(err.Error(), "tenant_suspended") {
-		t.Fatalf("suspended tenant: %v", err)
+	if _, err := a.Authenticate(key); !errors.Is(err, ErrTenantSuspended) {
+		t.Fatalf("suspended tenant: %v, want ErrTenantSuspended", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,12 +11,14 @@ import (
 
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
-	"github.com/msgmesh/msgmesh/platform/httpapi"
 )
 
+// ctxKey keys what Middleware puts in the request context.
+type ctxKey int
+
 const (
-	ctxPrincipal  = "msgmesh.principal"
-	ctxCredential = "msgmesh.credential"
+	ctxPrincipal ctxKey = iota
+	ctxCredential
 )
 
 // Authenticator turns a credential into a Principal.
@@ -39,14 +42,14 @@ func (a *Authenticator) now() time.Time {
 	return time.Now()
 }
 
-// Authenticate checks a bearer credential (a key or a token). Missing →
-// 401 unauthenticated; unknown key or bad token → 401 invalid_credential /
-// invalid_token; expired token → 401 token_expired; revoked key or parent
-// → 401 credential_revoked; suspended tenant → 403 tenant_suspended.
+// Authenticate checks a bearer credential (a key or a token). It returns
+// an *Error of kind ErrUnauthenticated (missing), ErrInvalidCredential
+// (unknown key), ErrTokenInvalid (bad token), ErrTokenExpired,
+// ErrCredentialRevoked (revoked key or parent) or ErrTenantSuspended.
 func (a *Authenticator) Authenticate(cred string) (Principal, error) {
 	cred = strings.TrimSpace(cred)
 	if cred == "" {
-		return Principal{}, httpapi.Errorf(httpapi.CodeUnauthenticated, "missing credential: send Authorization: Bearer <key or token>")
+		return Principal{}, refuse(ErrUnauthenticated, "missing credential: send Authorization: Bearer <key or token>")
 	}
 	if a.OperatorKey != "" && EqualSecret(cred, a.OperatorKey) {
 		return Principal{Operator: true}, nil
@@ -57,10 +60,10 @@ func (a *Authenticator) Authenticate(cred string) (Principal, error) {
 		h := HashKey(cred)
 		k, found := a.State.KeyByHash(h)
 		if !found || !EqualHash(k.Hash, h) {
-			return Principal{}, httpapi.Errorf(httpapi.CodeInvalidCredential, "invalid credential")
+			return Principal{}, refuse(ErrInvalidCredential, "invalid credential")
 		}
 		if k.RevokedAt != nil {
-			return Principal{}, httpapi.Errorf(httpapi.CodeCredentialRevoked, "the key was revoked")
+			return Principal{}, refuse(ErrCredentialRevoked, "the key was revoked")
 		}
 		p = Principal{Tenant: k.Tenant, KeyID: k.ID, Role: k.Role, Caps: k.Capabilities}
 		if k.Role != "" {
@@ -71,21 +74,21 @@ func (a *Authenticator) Authenticate(cred string) (Principal, error) {
 		p, err = VerifyToken(a.State, a.now(), cred, a.MaxTokenTTL)
 		switch {
 		case errors.Is(err, ErrTokenExpired):
-			return Principal{}, httpapi.Errorf(httpapi.CodeTokenExpired, "the token expired; fetch a new one")
+			return Principal{}, &Error{Kind: ErrTokenExpired, Message: "the token expired; fetch a new one"}
 		case errors.Is(err, ErrParentRevoked):
-			return Principal{}, httpapi.Errorf(httpapi.CodeCredentialRevoked, "the key that minted this token was revoked")
+			return Principal{}, &Error{Kind: ErrCredentialRevoked, Message: "the key that minted this token was revoked", Err: ErrParentRevoked}
 		case err != nil:
-			return Principal{}, httpapi.Errorf(httpapi.CodeInvalidToken, "invalid token")
+			return Principal{}, &Error{Kind: ErrTokenInvalid, Message: "invalid token", Err: err}
 		}
 	default:
-		return Principal{}, httpapi.Errorf(httpapi.CodeInvalidCredential, "invalid credential")
+		return Principal{}, refuse(ErrInvalidCredential, "invalid credential")
 	}
 	t, ok := a.State.Tenant(p.Tenant)
 	if !ok {
-		return Principal{}, httpapi.Errorf(httpapi.CodeInvalidCredential, "invalid credential")
+		return Principal{}, refuse(ErrInvalidCredential, "invalid credential")
 	}
 	if t.Suspended {
-		return Principal{}, httpapi.Errorf(httpapi.CodeTenantSuspended, "the tenant is suspended for billing; topping up lifts the suspension")
+		return Principal{}, refuse(ErrTenantSuspended, "the tenant is suspended for billing; topping up lifts the suspension")
 	}
 	return p, nil
 }
@@ -93,7 +96,9 @@ func (a *Authenticator) Authenticate(cred string) (Principal, error) {
 // Middleware authenticates every request of the group from
 // "Authorization: Bearer" (or, when allowQueryToken reports true for the
 // request, from ?token=, for EventSource which cannot set headers) and
-// stores the Principal for handlers (PrincipalOf).
+// stores the Principal and the raw credential in the request context for
+// handlers (PrincipalOf, CredentialOf). A refusal aborts the chain with
+// an *Error for the engine's httpapi.RenderErrors to answer.
 func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		header := c.GetHeader("Authorization")
@@ -102,7 +107,7 @@ func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.
 		hasBearer := strings.EqualFold(scheme, "Bearer")
 		switch {
 		case header != "" && !hasBearer:
-			httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeUnauthenticated, "unsupported Authorization scheme: send Authorization: Bearer <key or token>"))
+			abort(c, refuse(ErrUnauthenticated, "unsupported Authorization scheme: send Authorization: Bearer <key or token>"))
 			return
 		case header == "" && allowQueryToken != nil && allowQueryToken(c):
 			cred = c.Query("token")
@@ -110,20 +115,21 @@ func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.
 			// only short-lived tokens go there, never a key (spec
 			// section 4: keys stay server side).
 			if q := strings.TrimSpace(cred); LooksLikeKey(q) || a.OperatorKey != "" && EqualSecret(q, a.OperatorKey) {
-				err := httpapi.Errorf(httpapi.CodeKeyInURL, "an API key may not be sent as ?token= (URLs end up in logs and browser history): send it in the Authorization header as a Bearer credential, or put a short-lived token (POST /v1/tokens) in the URL")
-				httpapi.Abort(c, nil, err)
+				err := refuse(ErrKeyInURL, "an API key may not be sent as ?token= (URLs end up in logs and browser history): send it in the Authorization header as a Bearer credential, or put a short-lived token (POST /v1/tokens) in the URL")
+				abort(c, err)
 				return
 			}
 		}
 		p, err := a.Authenticate(cred)
 		if err != nil {
-			httpapi.Abort(c, nil, err)
+			abort(c, err)
 			return
 		}
-		c.Set(ctxPrincipal, p)
-		c.Set(ctxCredential, strings.TrimSpace(cred))
 		// Control events appended for this request name who made it.
-		c.Request = c.Request.WithContext(controlstate.WithActor(c.Request.Context(), p.Actor()))
+		ctx := controlstate.WithActor(c.Request.Context(), p.Actor())
+		ctx = context.WithValue(ctx, ctxPrincipal, p)
+		ctx = context.WithValue(ctx, ctxCredential, strings.TrimSpace(cred))
+		c.Request = c.Request.WithContext(ctx)
 		c.Next()
 	}
 }
@@ -131,18 +137,23 @@ func (a *Authenticator) Middleware(allowQueryToken func(*gin.Context) bool) gin.
 // CredentialOf returns the credential Middleware authenticated (from the
 // Authorization header, whatever the scheme's case, or ?token=), for
 // handlers that re-check it later (long-lived streams).
-func CredentialOf(c *gin.Context) string {
-	s, _ := c.Get(ctxCredential)
-	cred, _ := s.(string)
+func CredentialOf(c *gin.Context) string { return CredentialFrom(c.Request.Context()) }
+
+// CredentialFrom returns the raw credential Middleware stored in ctx (the
+// key or token itself, without its scheme), or "".
+func CredentialFrom(ctx context.Context) string {
+	cred, _ := ctx.Value(ctxCredential).(string)
 	return cred
 }
 
-// PrincipalOf returns the caller stored by Middleware.
-func PrincipalOf(c *gin.Context) Principal {
-	p, _ := c.Get(ctxPrincipal)
-	pr, _ := p.(Principal)
-	return pr
+// PrincipalFrom returns the caller Middleware stored in ctx.
+func PrincipalFrom(ctx context.Context) Principal {
+	p, _ := ctx.Value(ctxPrincipal).(Principal)
+	return p
 }
+
+// PrincipalOf returns the caller stored by Middleware.
+func PrincipalOf(c *gin.Context) Principal { return PrincipalFrom(c.Request.Context()) }
 
 // Require answers 403 unless the caller may do a tenant-wide op (or op on
 // every topic); the one policy check handlers call, with RequireOn.
@@ -157,8 +168,13 @@ func RequireOn(c *gin.Context, op capability.Op, topic, room string) (Principal,
 	if p.Can(op, topic, room) {
 		return p, true
 	}
-	httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeForbidden, "%s", Refusal(p, op, topic, room)))
+	abort(c, Refused(p, op, topic, room))
 	return p, false
+}
+
+// Refused is the ErrForbidden *Error naming what p was refused (Refusal).
+func Refused(p Principal, op capability.Op, topic, room string) *Error {
+	return refuse(ErrForbidden, Refusal(p, op, topic, room))
 }
 
 // Refusal says what p was refused, for 403 bodies. A credential limited to
@@ -207,7 +223,7 @@ func someRoomsOf(caps []capability.Capability, op capability.Op, topic string) b
 // RequireOperator answers 403 unless the caller is the operator.
 func RequireOperator(c *gin.Context) bool {
 	if !PrincipalOf(c).Operator {
-		httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeForbidden, "only the operator key may manage tenants and token signing keys"))
+		abort(c, refuse(ErrForbidden, "only the operator key may manage tenants and token signing keys"))
 		return false
 	}
 	return true
@@ -220,6 +236,6 @@ func RequireSome(c *gin.Context, op capability.Op) bool {
 	if !p.Operator && capability.AllowsSomewhere(p.Caps, op) {
 		return true
 	}
-	httpapi.Abort(c, nil, httpapi.Errorf(httpapi.CodeForbidden, "%s", Refusal(p, op, "", "")))
+	abort(c, Refused(p, op, "", ""))
 	return false
 }

@@ -1,25 +1,29 @@
-package auth
+package auth_test
 
 import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/httpapi"
 )
 
 // serveOne runs Middleware (query tokens allowed) on one request and
 // returns the status, the error code and the credential the handler saw.
-func serveOne(t *testing.T, a *Authenticator, target, authorization string) (int, string, string) {
+func serveOne(t *testing.T, a *auth.Authenticator, target, authorization string) (int, string, string) {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
+	e.Use(httpapi.RenderErrors(nil))
 	seen := ""
 	e.GET("/x", a.Middleware(func(*gin.Context) bool { return true }), func(c *gin.Context) {
-		seen = CredentialOf(c)
+		seen = auth.CredentialOf(c)
 		c.Status(http.StatusNoContent)
 	})
 	req := httptest.NewRequest("GET", target, nil)
@@ -35,12 +39,31 @@ func serveOne(t *testing.T, a *Authenticator, target, authorization string) (int
 	return w.Code, body.Code, seen
 }
 
+// Every refusal of the middleware is answered by httpapi's one mapping,
+// with the catalog code; an Authorization scheme other than Bearer is 401
+// unauthenticated.
+func TestMiddlewareRefusalsAnswerCatalogCodes(t *testing.T) {
+	a := &auth.Authenticator{State: controlstate.NewState(), OperatorKey: "op_secret"}
+	for _, tc := range []struct{ target, authorization, code string }{
+		{"/x", "", "unauthenticated"},
+		{"/x", "Basic b3A6c2VjcmV0", "unauthenticated"},
+		{"/x", "Bearer mm_" + strings.Repeat("A", 43), "invalid_credential"},
+		{"/x", "Bearer a.b.c", "invalid_token"},
+		{"/x?token=a.b.c", "", "invalid_token"},
+	} {
+		st, code, cred := serveOne(t, a, tc.target, tc.authorization)
+		if st != http.StatusUnauthorized || code != tc.code || cred != "" {
+			t.Errorf("%s with %q: %d %q (handler saw %q), want 401 %s", tc.target, tc.authorization, st, code, cred, tc.code)
+		}
+	}
+}
+
 // ?token= refuses keys (401 key_in_url) before looking them up; the
 // scheme of the Authorization header is case-insensitive and the handler
 // sees the credential without it.
 func TestMiddlewareQueryKeysAndCredential(t *testing.T) {
-	a := &Authenticator{State: controlstate.NewState(), OperatorKey: "op_secret"}
-	key, _, _, err := NewKey()
+	a := &auth.Authenticator{State: controlstate.NewState(), OperatorKey: "op_secret"}
+	key, _, _, err := auth.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -270,12 +270,20 @@ func (s *State) applySecretLocked(ev Event) (handled bool, err error) {
 // returns how many it re-wrapped and how many of those were plaintext.
 // Safe to run on several nodes at once (a rewrap never changes a secret).
 func (l *Log) RewrapSecrets(ctx context.Context) (rewrapped, plaintext int, err error) {
-	w := l.cfg.Wrapper
+	return rewrapSecrets(ctx, l.cfg.Wrapper, l.state, l.Append)
+}
+
+// rewrapSecrets is RewrapSecrets over st, sealing with w and appending with
+// appendEvent (Log's and MemoryLog's).
+func rewrapSecrets(ctx context.Context, w Wrapper, st *State, appendEvent func(context.Context, string, any) (Event, error)) (rewrapped, plaintext int, err error) {
 	if w == nil {
 		return 0, 0, ErrNoWrapper
 	}
 	cur := w.KeyID()
-	st := l.state
+	sealSeed := func(kid string, seed []byte) (*Sealed, error) { return seal(ctx, w, seed, signingAAD(kid)) }
+	sealSecret := func(tenant, id, secret string) (*Sealed, error) {
+		return seal(ctx, w, []byte(secret), webhookAAD(tenant, id))
+	}
 	for _, k := range st.SigningKeys() {
 		if k.Retired || k.Seed == "" || (k.Sealed != nil && k.Sealed.KEK == cur) {
 			continue
@@ -284,11 +292,11 @@ func (l *Log) RewrapSecrets(ctx context.Context) (rewrapped, plaintext int, err 
 		if derr != nil {
 			return rewrapped, plaintext, fmt.Errorf("controlstate: signing key %s: bad seed", k.KID)
 		}
-		sealed, err := l.SealSigningSeed(ctx, k.KID, seed)
+		sealed, err := sealSeed(k.KID, seed)
 		if err != nil {
 			return rewrapped, plaintext, err
 		}
-		if _, err := l.Append(ctx, TypeSigningKeyRewrapped, SigningKeyRewrappedData{KID: k.KID, SealedSeed: sealed}); err != nil && !errors.Is(err, ErrNotFound) {
+		if _, err := appendEvent(ctx, TypeSigningKeyRewrapped, SigningKeyRewrappedData{KID: k.KID, SealedSeed: sealed}); err != nil && !errors.Is(err, ErrNotFound) {
 			return rewrapped, plaintext, err
 		}
 		rewrapped++
@@ -300,12 +308,12 @@ func (l *Log) RewrapSecrets(ctx context.Context) (rewrapped, plaintext int, err 
 		if wh.Secret == "" || (wh.SealedSecret != nil && wh.SealedSecret.KEK == cur) {
 			continue
 		}
-		sealed, err := l.SealWebhookSecret(ctx, wh.Tenant, wh.ID, wh.Secret)
+		sealed, err := sealSecret(wh.Tenant, wh.ID, wh.Secret)
 		if err != nil {
 			return rewrapped, plaintext, err
 		}
 		// ErrNotFound: deleted meanwhile.
-		if _, err := l.Append(ctx, TypeWebhookSecretRewrapped, WebhookSecretRewrappedData{Tenant: wh.Tenant, ID: wh.ID, SealedSecret: sealed}); err != nil && !errors.Is(err, ErrNotFound) {
+		if _, err := appendEvent(ctx, TypeWebhookSecretRewrapped, WebhookSecretRewrappedData{Tenant: wh.Tenant, ID: wh.ID, SealedSecret: sealed}); err != nil && !errors.Is(err, ErrNotFound) {
 			return rewrapped, plaintext, err
 		}
 		rewrapped++

@@ -12,7 +12,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/keyring"
 )
 
-func testKeyring(t *testing.T) (*keyring.Keyring, []byte) {
+func testKeyring(t testing.TB) (*keyring.Keyring, []byte) {
 	t.Helper()
 	k, _, err := keyring.NewKey()
 	if err != nil {

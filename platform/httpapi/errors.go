@@ -10,6 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
+
+	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/limits"
 )
 
 // Code is one entry of the error catalog: an HTTP status and the stable,
@@ -103,11 +107,68 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Cause }
 
 // AsError turns any error into an *Error: an *Error in the chain is kept,
-// anything else becomes 500 internal.
+// a domain error of platform/auth or platform/limits gets its catalog code
+// (FromDomain), anything else becomes 500 internal.
 func AsError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := Known(err); ok {
 		return e
 	}
 	return Wrap(CodeInternal, err, http.StatusText(http.StatusInternalServerError))
+}
+
+// Known is AsError for errors the catalog knows: an *Error in the chain,
+// or a domain error FromDomain maps. ok is false for anything else.
+func Known(err error) (*Error, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return FromDomain(err)
+}
+
+// domainCodes maps the domain errors of platform/auth and platform/limits
+// to the catalog: the one place where they become HTTP answers. The first
+// kind err matches (errors.Is) wins.
+var domainCodes = []struct {
+	kind error
+	code Code
+}{
+	{auth.ErrUnauthenticated, CodeUnauthenticated},
+	{auth.ErrKeyInURL, CodeKeyInURL},
+	{auth.ErrTokenExpired, CodeTokenExpired},
+	{auth.ErrCredentialRevoked, CodeCredentialRevoked},
+	{auth.ErrParentRevoked, CodeCredentialRevoked},
+	{auth.ErrTokenInvalid, CodeInvalidToken},
+	{auth.ErrInvalidCredential, CodeInvalidCredential},
+	{auth.ErrTenantSuspended, CodeTenantSuspended},
+	{auth.ErrForbidden, CodeForbidden},
+	{limits.ErrQuotaExceeded, CodeQuotaExceeded},
+	{limits.ErrRateLimited, CodeRateLimited},
+}
+
+// FromDomain maps a domain error of platform/auth (*auth.Error and its
+// kinds) or platform/limits (*limits.Error) to its *Error: the catalog
+// code, the domain error's client message, Retry-After in whole seconds,
+// and err as the cause. ok is false when err is neither.
+func FromDomain(err error) (*Error, bool) {
+	if err == nil {
+		return nil, false
+	}
+	for _, d := range domainCodes {
+		if !errors.Is(err, d.kind) {
+			continue
+		}
+		e := &Error{Code: d.code, Message: d.kind.Error(), Cause: err}
+		var ae *auth.Error
+		var le *limits.Error
+		switch {
+		case errors.As(err, &ae):
+			e.Message = ae.Message
+		case errors.As(err, &le):
+			e.Message = le.Message
+			e.RetryAfter = int((le.RetryAfter + time.Second - 1) / time.Second)
+		}
+		return e, true
+	}
+	return nil, false
 }

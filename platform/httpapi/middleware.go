@@ -80,6 +80,19 @@ func Abort(c *gin.Context, log *slog.Logger, err error) {
 	JSON(c, e.Code.Status, body)
 }
 
+// RenderErrors answers a request whose chain was aborted with an error
+// (c.Error, as platform/auth's middleware and Require checks do) and
+// nothing written yet: the last error, through AsError. Every engine
+// installs it, before the routes.
+func RenderErrors(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Next()
+		if c.IsAborted() && len(c.Errors) > 0 && !c.Writer.Written() {
+			Abort(c, log, c.Errors.Last().Err)
+		}
+	}
+}
+
 // JSON writes v as the JSON body with status, without HTML escaping (gin's
 // c.JSON turns "<" into "\u003c", which makes messages such as "want
 // <partition>-<offset>" unreadable; the body is JSON, never HTML).

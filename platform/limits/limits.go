@@ -1,8 +1,9 @@
 // Package limits enforces each tenant's plan limits: a request rate, a
 // message rate and a monthly message quota. Over any of them the API
 // answers 429 with Retry-After (spec section 6: "rate limit or included
-// quota exceeded"); the errors returned here are *httpapi.Error values with
-// CodeRateLimited or CodeQuotaExceeded and RetryAfter set.
+// quota exceeded"); the errors returned here are *Error values of kind
+// ErrRateLimited or ErrQuotaExceeded with RetryAfter set, which
+// platform/httpapi maps to their HTTP answers.
 //
 // Rates are token buckets per tenant on each process (config.PlanLimits:
 // a deployment of N processes admits up to N times the rate). Every tenant
@@ -42,7 +43,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/msgmesh/msgmesh/platform/config"
-	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 )
 
@@ -254,8 +254,8 @@ func (l *Limiter) Close() {
 }
 
 // AllowRequest admits one API request of tenant on plan ("free" or "paid";
-// anything else is treated as free). It returns nil, or an *httpapi.Error
-// with CodeRateLimited and RetryAfter ≥ 1 (seconds until a request would be
+// anything else is treated as free). It returns nil, or an *Error of kind
+// ErrRateLimited with RetryAfter ≥ 1s (until a request would be
 // admitted). A change of plan takes effect at once.
 func (l *Limiter) AllowRequest(tenant, plan string) error {
 	if l.cfg.Limits.Plan(plan).RequestsPerSecond == 0 {
@@ -270,16 +270,14 @@ func (l *Limiter) AllowRequest(tenant, plan string) error {
 		return nil
 	}
 	l.refused.WithLabelValues("rate").Inc()
-	e := httpapi.Errorf(httpapi.CodeRateLimited, "request rate limit of %g per second exceeded", b.req.Limit())
-	e.RetryAfter = retry
-	return e
+	return refused(ErrRateLimited, retry, fmt.Sprintf("request rate limit of %g per second exceeded", b.req.Limit()))
 }
 
 // AllowMessages admits publishing n more messages for tenant on plan: it
 // checks the monthly quota (usage this month across every process + n must
-// not exceed it) and the message rate. It returns nil, or an *httpapi.Error
-// with CodeQuotaExceeded (RetryAfter = seconds until the next UTC month) or
-// CodeRateLimited (RetryAfter ≥ 1). The quota is checked first, so a tenant
+// not exceed it) and the message rate. It returns nil, or an *Error of kind
+// ErrQuotaExceeded (RetryAfter = until the next UTC month) or
+// ErrRateLimited (RetryAfter ≥ 1s). The quota is checked first, so a tenant
 // over both sees quota_exceeded. A refused call consumes nothing.
 //
 // A batch larger than one second's worth of messages is admitted when the
@@ -297,10 +295,8 @@ func (l *Limiter) AllowMessages(tenant, plan string, n int) error {
 		month := monthOf(now)
 		if used := l.used(tenant, month); used+int64(n) > pl.MonthlyMessages {
 			l.refused.WithLabelValues("quota").Inc()
-			e := httpapi.Errorf(httpapi.CodeQuotaExceeded,
-				"monthly quota of %d messages exceeded: %d used in %s, %d more requested", pl.MonthlyMessages, used, month, n)
-			e.RetryAfter = untilNextMonth(now)
-			return e
+			return refused(ErrQuotaExceeded, untilNextMonth(now),
+				fmt.Sprintf("monthly quota of %d messages exceeded: %d used in %s, %d more requested", pl.MonthlyMessages, used, month, n))
 		}
 	}
 	if pl.MessagesPerSecond == 0 {
@@ -314,9 +310,7 @@ func (l *Limiter) AllowMessages(tenant, plan string, n int) error {
 		return nil
 	}
 	l.refused.WithLabelValues("rate").Inc()
-	e := httpapi.Errorf(httpapi.CodeRateLimited, "message rate limit of %g per second exceeded", b.msg.Limit())
-	e.RetryAfter = retry
-	return e
+	return refused(ErrRateLimited, retry, fmt.Sprintf("message rate limit of %g per second exceeded", b.msg.Limit()))
 }
 
 // bucket is one tenant's token buckets. A nil limiter is unlimited.

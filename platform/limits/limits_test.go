@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/config"
-	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/platform/kafkatest"
 )
 
@@ -92,19 +91,16 @@ func (e *env) start(t *testing.T, node string, reg prometheus.Registerer) (l *Li
 	return l, stop
 }
 
-// wantCode checks that err is an *httpapi.Error with code and RetryAfter
-// at least minRetry, and returns it.
-func wantCode(t *testing.T, err error, code httpapi.Code, minRetry int) *httpapi.Error {
+// wantCode checks that err is an *Error of kind with RetryAfter at least
+// minRetry seconds, and returns it.
+func wantCode(t *testing.T, err error, kind error, minRetry int) *Error {
 	t.Helper()
-	var e *httpapi.Error
-	if !errors.As(err, &e) {
-		t.Fatalf("got %v, want *httpapi.Error %s", err, code.Code)
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, kind) {
+		t.Fatalf("got %v, want *limits.Error of kind %v", err, kind)
 	}
-	if e.Code != code {
-		t.Fatalf("got code %s (%v), want %s", e.Code.Code, e, code.Code)
-	}
-	if e.RetryAfter < minRetry {
-		t.Fatalf("RetryAfter = %d, want ≥ %d", e.RetryAfter, minRetry)
+	if e.RetryAfter < time.Duration(minRetry)*time.Second || e.RetryAfter%time.Second != 0 {
+		t.Fatalf("RetryAfter = %v, want whole seconds ≥ %ds", e.RetryAfter, minRetry)
 	}
 	return e
 }
@@ -156,7 +152,7 @@ func TestRequestRateLimitPerTenant(t *testing.T) {
 			t.Fatalf("request %d within the burst refused: %v", i, err)
 		}
 	}
-	wantCode(t, l.AllowRequest("acme", "free"), httpapi.CodeRateLimited, 1)
+	wantCode(t, l.AllowRequest("acme", "free"), ErrRateLimited, 1)
 	// Another tenant is not affected by acme's exhausted bucket.
 	for i := range 5 {
 		if err := l.AllowRequest("globex", "free"); err != nil {
@@ -185,12 +181,12 @@ func TestMessageRateLimit(t *testing.T) {
 	if err := l.AllowMessages("acme", "free", 7); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, l.AllowMessages("acme", "free", 5), httpapi.CodeRateLimited, 1)
+	wantCode(t, l.AllowMessages("acme", "free", 5), ErrRateLimited, 1)
 	// The refused batch consumed nothing: the 3 tokens left are still there.
 	if err := l.AllowMessages("acme", "free", 3); err != nil {
 		t.Fatalf("refused batch consumed tokens: %v", err)
 	}
-	wantCode(t, l.AllowMessages("acme", "free", 1), httpapi.CodeRateLimited, 1)
+	wantCode(t, l.AllowMessages("acme", "free", 1), ErrRateLimited, 1)
 	if err := l.AllowMessages("globex", "free", 10); err != nil {
 		t.Fatalf("other tenant affected: %v", err)
 	}
@@ -201,7 +197,7 @@ func TestMessageRateLimit(t *testing.T) {
 	if err := l.AllowMessages("acme", "free", 25); err != nil {
 		t.Fatalf("batch over the burst on a full bucket: %v", err)
 	}
-	wantCode(t, l.AllowMessages("acme", "free", 1), httpapi.CodeRateLimited, 2)
+	wantCode(t, l.AllowMessages("acme", "free", 1), ErrRateLimited, 2)
 	e.clock.Advance(2 * time.Second)
 	if err := l.AllowMessages("acme", "free", 1); err != nil {
 		t.Fatalf("debt not repaid after 2s: %v", err)
@@ -219,11 +215,11 @@ func TestPlanChangeApplies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wantCode(t, l.AllowRequest("acme", "free"), httpapi.CodeRateLimited, 1)
+	wantCode(t, l.AllowRequest("acme", "free"), ErrRateLimited, 1)
 	if err := l.AllowMessages("acme", "free", 2); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, l.AllowMessages("acme", "free", 1), httpapi.CodeRateLimited, 1)
+	wantCode(t, l.AllowMessages("acme", "free", 1), ErrRateLimited, 1)
 	// Upgrade: the paid rate applies at once.
 	for i := range 100 {
 		if err := l.AllowRequest("acme", "paid"); err != nil {
@@ -239,7 +235,7 @@ func TestPlanChangeApplies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wantCode(t, l.AllowRequest("acme", "free"), httpapi.CodeRateLimited, 1)
+	wantCode(t, l.AllowRequest("acme", "free"), ErrRateLimited, 1)
 }
 
 func TestIdleBucketsEvicted(t *testing.T) {
@@ -280,7 +276,7 @@ func TestQuotaAcrossProcesses(t *testing.T) {
 		if err := l.AllowMessages("acme", "free", 10); err != nil {
 			t.Fatalf("node %s: 90+10 of 100 refused: %v", l.NodeID(), err)
 		}
-		wantCode(t, l.AllowMessages("acme", "free", 11), httpapi.CodeQuotaExceeded, 1)
+		wantCode(t, l.AllowMessages("acme", "free", 11), ErrQuotaExceeded, 1)
 	}
 	if err := a.AllowMessages("globex", "free", 93); err != nil {
 		t.Fatalf("other tenant affected by acme's quota: %v", err)
@@ -301,14 +297,14 @@ func TestQuotaRetryAfterAndNewMonth(t *testing.T) {
 	b, _ := e.start(t, "", nil)
 	a.Record("acme", 10)
 	waitUsage(t, b, "acme", 10)
-	err := wantCode(t, b.AllowMessages("acme", "free", 1), httpapi.CodeQuotaExceeded, 1)
-	if err.RetryAfter != 60 {
-		t.Fatalf("RetryAfter = %d, want 60 (seconds to 2026-12-01T00:00Z)", err.RetryAfter)
+	err := wantCode(t, b.AllowMessages("acme", "free", 1), ErrQuotaExceeded, 1)
+	if err.RetryAfter != 60*time.Second {
+		t.Fatalf("RetryAfter = %v, want 60s (seconds to 2026-12-01T00:00Z)", err.RetryAfter)
 	}
 	e.clock.Advance(59*time.Second + 500*time.Millisecond)
-	err = wantCode(t, b.AllowMessages("acme", "free", 1), httpapi.CodeQuotaExceeded, 1)
-	if err.RetryAfter != 1 {
-		t.Fatalf("RetryAfter half a second before the month ends = %d, want 1", err.RetryAfter)
+	err = wantCode(t, b.AllowMessages("acme", "free", 1), ErrQuotaExceeded, 1)
+	if err.RetryAfter != time.Second {
+		t.Fatalf("RetryAfter half a second before the month ends = %v, want 1s", err.RetryAfter)
 	}
 
 	// A new month starts from zero on every process.
@@ -349,7 +345,7 @@ func TestRestartKeepsUsage(t *testing.T) {
 	// A restarted process with a new id: the old key still counts.
 	b, stopB := e.start(t, "second", reg) // same registerer: metrics are reused
 	waitUsage(t, b, "acme", 30)
-	wantCode(t, b.AllowMessages("acme", "free", 71), httpapi.CodeQuotaExceeded, 1)
+	wantCode(t, b.AllowMessages("acme", "free", 71), ErrQuotaExceeded, 1)
 	b.Record("acme", 5)
 	stopB()
 

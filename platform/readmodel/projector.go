@@ -336,6 +336,17 @@ func (p *Projector) addPartitions(cl *kgo.Client, ends map[string]map[int32]int6
 	}
 }
 
+func cloneOffsets(m map[string]map[int32]int64) map[string]map[int32]int64 {
+	out := make(map[string]map[int32]int64, len(m))
+	for t, ps := range m {
+		out[t] = make(map[int32]int64, len(ps))
+		for part, o := range ps {
+			out[t][part] = o
+		}
+	}
+	return out
+}
+
 // discover looks up, every DiscoverEvery, the end offsets of the control
 // topic and every attempt log topic: it records them for the lag and
 // passes them to found (which starts consuming new partitions; the
@@ -346,7 +357,9 @@ func (p *Projector) discover(ctx context.Context, adm *kadm.Client, state *contr
 	for {
 		if ends, err := p.endOffsets(ctx, adm, state); err == nil {
 			p.mu.Lock()
-			p.ends = ends
+			// A copy: apply raises p.ends under mu while found reads ends
+			// without it (a data race found by go test -race).
+			p.ends = cloneOffsets(ends)
 			p.lag.WithLabelValues(p.cfg.Store.Source()).Set(float64(p.lagLocked()))
 			p.mu.Unlock()
 			found(ends)

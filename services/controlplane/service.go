@@ -48,13 +48,26 @@ func ConfigOf(c config.Config) Config {
 	return Config{Kafka: c.Kafka, Topics: c.Topics, Tokens: c.Tokens, Publish: c.Publish}
 }
 
+// ControlLog is what the control plane needs of the control log:
+// *controlstate.Log in every process, *controlstate.MemoryLog in handler
+// tests.
+type ControlLog interface {
+	// State is the projection commands are checked against.
+	State() *controlstate.State
+	// Append writes an event and returns its outcome once applied.
+	Append(ctx context.Context, typ string, data any) (controlstate.Event, error)
+	SealSigningSeed(ctx context.Context, kid string, seed []byte) (*controlstate.Sealed, error)
+	SealWebhookSecret(ctx context.Context, tenant, id, secret string) (*controlstate.Sealed, error)
+	RewrapSecrets(ctx context.Context) (rewrapped, plaintext int, err error)
+}
+
 // Service runs control-plane commands.
 type Service struct {
 	// Now is the clock for minting tokens; nil = time.Now.
 	Now    func() time.Time
 	cfg    Config
 	log    *slog.Logger
-	clog   *controlstate.Log
+	clog   ControlLog
 	adm    *kadm.Client
 	mapper names.Mapper
 	// webhooks serves /v1/webhooks once SetWebhooks is called (webhooks.go).
@@ -64,7 +77,7 @@ type Service struct {
 }
 
 // New returns a Service appending to clog and managing Kafka topics with adm.
-func New(cfg Config, clog *controlstate.Log, adm *kadm.Client, log *slog.Logger) *Service {
+func New(cfg Config, clog ControlLog, adm *kadm.Client, log *slog.Logger) *Service {
 	return &Service{cfg: cfg, log: log, clog: clog, adm: adm, mapper: names.Mapper{Prefix: cfg.Kafka.TopicPrefix}}
 }
 

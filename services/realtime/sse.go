@@ -318,8 +318,7 @@ var errTokenExpired = errors.New("the token expired")
 // closeReason names why a stream ended when the server ended it on
 // purpose ("" otherwise: the client went away, a write failed).
 func closeReason(err error, topic string) (reason, text string) {
-	var ae *httpapi.Error
-	switch {
+	switch ae, known := httpapi.Known(err); {
 	case err == nil:
 		return "", ""
 	case errors.Is(err, errTopicDeleted):
@@ -330,7 +329,7 @@ func closeReason(err error, topic string) (reason, text string) {
 		return ReasonTokenExpired, "the token expired; reconnect with a fresh token from this position"
 	case errors.Is(err, errCatchupBusy):
 		return ReasonCatchupBusy, err.Error()
-	case errors.As(err, &ae):
+	case known:
 		// The credential re-check failed: token_expired, credential_revoked,
 		// tenant_suspended, invalid_token...
 		return ae.Code.Code, ae.Message

@@ -178,12 +178,7 @@ func (wc *wsConn) serve() {
 			break
 		}
 		_ = wc.conn.SetReadDeadline(time.Now().Add(wait))
-		var f clientFrame
-		if err := json.Unmarshal(data, &f); err != nil {
-			wc.sendError("", httpapi.CodeInvalidRequest, "frame is not a JSON object: "+err.Error())
-			continue
-		}
-		wc.handle(f)
+		wc.frame(data)
 	}
 	wc.stop()
 	wc.mu.Lock()
@@ -193,6 +188,17 @@ func (wc *wsConn) serve() {
 	wc.mu.Unlock()
 	wc.wg.Wait()
 	_ = wc.conn.Close()
+}
+
+// frame handles one text frame of the client: a JSON object (clientFrame)
+// or an error frame back.
+func (wc *wsConn) frame(data []byte) {
+	var f clientFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		wc.sendError("", httpapi.CodeInvalidRequest, "frame is not a JSON object: "+err.Error())
+		return
+	}
+	wc.handle(f)
 }
 
 func (wc *wsConn) handle(f clientFrame) {

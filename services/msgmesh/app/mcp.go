@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/msgmesh/msgmesh/platform/auth"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
 	"github.com/msgmesh/msgmesh/services/mcp"
 )
@@ -30,7 +31,13 @@ func (a *App) mountMCP() error {
 		return err
 	}
 	a.mcp = s
-	a.api.POST("/mcp", gin.WrapH(s.Handler()))
+	h := s.Handler()
+	a.api.POST("/mcp", func(c *gin.Context) {
+		// The tools act with the credential the API's middleware read
+		// (whatever the scheme's case), handed on in canonical form.
+		c.Request.Header.Set("Authorization", "Bearer "+auth.CredentialOf(c))
+		h.ServeHTTP(c.Writer, c.Request)
+	})
 	// Stateless: no standalone stream, no session to end.
 	noMethod := func(c *gin.Context) {
 		c.Header("Allow", "POST")

@@ -486,7 +486,7 @@ func (a *App) initServer(ctx context.Context) error {
 	e.RedirectFixedPath = false
 	e.UseRawPath = true
 	e.ContextWithFallback = true
-	e.Use(httpapi.RequestID(), httpapi.Recover(a.log), httpapi.AccessLog(a.log), httpapi.LimitBody(a.cfg.HTTP.MaxBodyBytes))
+	e.Use(httpapi.RequestID(), httpapi.Recover(a.log), httpapi.AccessLog(a.log), httpapi.RenderErrors(a.log), httpapi.LimitBody(a.cfg.HTTP.MaxBodyBytes))
 	if origins := a.cfg.HTTP.CORSOrigins; len(origins) > 0 && !(len(origins) == 1 && origins[0] == "none") {
 		cc := cors.Config{
 			AllowMethods:  []string{"GET", "POST", "PATCH", "DELETE"},
