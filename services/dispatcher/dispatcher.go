@@ -29,6 +29,7 @@ package dispatcher
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -126,6 +127,14 @@ type Dispatcher struct {
 	runCtx      context.Context
 	followers   sync.WaitGroup
 
+	// goneMu guards gone: the webhooks ("tenant/id") whose deletion this
+	// process's control projection applied (OnControlEvent), so that a
+	// retry record of a webhook the projection does not have is dropped
+	// only when the webhook was deleted, not while the projection is
+	// behind the node that wrote the record.
+	goneMu sync.Mutex
+	gone   map[string]bool
+
 	attempts    *prometheus.CounterVec
 	deadLetters prometheus.Counter
 	// events appends every attempt to the tenant's attempt log.
@@ -202,7 +211,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d := &Dispatcher{
 		cfg: cfg, log: cfg.Logger, names: Names{Prefix: cfg.TopicPrefix}, state: cfg.State, prod: prod, adm: kadm.NewClient(prod),
 		kick: make(chan struct{}, 1), instance: instanceID(), ran: make(chan struct{}), hooks: map[string]*worker{}, retries: map[string]*worker{},
-		sems: map[string]chan struct{}{}, ensured: map[string]*ensured{}, backoff: map[string]*restart{}, attemptLogs: map[string]*attemptLog{},
+		sems: map[string]chan struct{}{}, gone: map[string]bool{}, ensured: map[string]*ensured{}, backoff: map[string]*restart{}, attemptLogs: map[string]*attemptLog{},
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_webhook_attempts_total",
 			Help: "Webhook delivery attempts by outcome (delivered, permanent, temporary, refused)."}, []string{"outcome"}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_webhook_dead_letters_total",
@@ -240,6 +249,14 @@ func (d *Dispatcher) httpClient() *http.Client { return d.client.Load() }
 func (d *Dispatcher) OnControlEvent(ev controlstate.Event, outcome error) {
 	if outcome != nil {
 		return
+	}
+	if ev.Type == controlstate.TypeWebhookDeleted {
+		var del controlstate.WebhookDeletedData
+		if err := json.Unmarshal(ev.Data, &del); err == nil {
+			d.goneMu.Lock()
+			d.gone[del.Tenant+"/"+del.ID] = true
+			d.goneMu.Unlock()
+		}
 	}
 	switch ev.Type {
 	case controlstate.TypeWebhookCreated, controlstate.TypeWebhookEnabled, controlstate.TypeWebhookDisabled,

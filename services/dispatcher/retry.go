@@ -26,7 +26,8 @@ import (
 // same attempt number and a not-before backoff_max later, so it is looked
 // at again at most once per backoff_max while the webhook stays disabled,
 // and delivered once it is enabled again. A record of a deleted webhook
-// is dropped.
+// is dropped; one of a webhook the projection does not know yet waits for
+// it (dropUnknown).
 func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 	for {
 		aborted, err := d.retrySession(ctx, tenant)
@@ -158,7 +159,10 @@ func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record)
 	}
 	l.tenant = tenant
 	if _, ok := d.state.Webhook(tenant, l.Webhook); !ok {
-		return nil, true, attemptKey(l), nil // deleted: its retries go with it
+		if d.dropUnknown(ctx, l, r) {
+			return nil, true, attemptKey(l), nil // deleted: its retries go with it
+		}
+		return nil, false, "", nil
 	}
 	// Wait for the not-before time first, whatever the webhook's state, so
 	// that a parked record is looked at once per backoff_max and not in
@@ -174,7 +178,10 @@ func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record)
 	}
 	wh, ok := d.state.Webhook(tenant, l.Webhook)
 	if !ok {
-		return nil, true, attemptKey(l), nil
+		if d.dropUnknown(ctx, l, r) {
+			return nil, true, attemptKey(l), nil
+		}
+		return nil, false, "", nil
 	}
 	if !wh.Enabled {
 		return d.park(l), true, "", nil
@@ -197,6 +204,43 @@ func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record)
 		finished = attemptKey(l)
 	}
 	return next, true, finished, nil
+}
+
+// unknownGrace is how long a retry record of a webhook this process's
+// control projection does not know (and did not see deleted) waits for
+// the projection to catch up before it is dropped anyway (its webhook's
+// events are gone from the control log, say).
+const unknownGrace = time.Minute
+
+// dropUnknown decides about retry record r (letter l) of a webhook the
+// control projection does not have: true (drop it, logged) when the
+// projection applied the webhook's deletion or r is older than
+// unknownGrace; otherwise it waits a moment (at most a second, or until
+// ctx ends) and returns false: the record is left where it is and read
+// again, since the node that wrote it knew the webhook and this one's
+// projection may merely be behind. Dropping it then would commit past a
+// message that never got its next attempt nor a dead letter.
+func (d *Dispatcher) dropUnknown(ctx context.Context, l letter, r *kgo.Record) bool {
+	d.goneMu.Lock()
+	deleted := d.gone[l.tenant+"/"+l.Webhook]
+	d.goneMu.Unlock()
+	age := time.Since(r.Timestamp)
+	switch {
+	case deleted:
+		d.log.Info("webhook retries: dropping a retry of a deleted webhook", "tenant", l.tenant, "webhook", l.Webhook, "message", l.MessageID, "attempt", l.Attempt)
+		return true
+	case age > unknownGrace:
+		d.log.Warn("webhook retries: dropping a retry of a webhook the control log does not know", "tenant", l.tenant, "webhook", l.Webhook,
+			"message", l.MessageID, "attempt", l.Attempt, "record_age", age.Round(time.Second))
+		return true
+	}
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // park is l again, same attempt number, to be looked at after
