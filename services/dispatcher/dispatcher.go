@@ -609,7 +609,9 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *le
 	}
 	at := time.Now()
 	res = d.post(pctx, wh.URL, wh.Secret, l.MessageID, l.body())
-	d.events.record(*l, res, at, time.Since(at))
+	if d.cfg.Webhooks.AttemptLog {
+		d.events.record(*l, res, at, time.Since(at))
+	}
 	d.attempts.WithLabelValues(res.Outcome.String()).Inc()
 	if res.Outcome != Delivered {
 		d.log.Debug("webhook attempt failed", "webhook", wh.ID, "message", l.MessageID, "attempt", l.Attempt,
