@@ -191,6 +191,58 @@ func (a *attemptLog) start(ctx context.Context, l letter) (int, error) {
 	return n, nil
 }
 
+// startAll is start for many letters at once (a poll's first attempts):
+// one produce for all of them, acknowledged before any of their POSTs.
+// Each letter's Posts is then the number of its coming POST. A letter
+// that is not attempted after all must be given back (unstart).
+func (a *attemptLog) startAll(ctx context.Context, ls []*letter) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	recs := make([]*kgo.Record, len(ls))
+	ns := make([]int, len(ls))
+	a.mu.Lock()
+	for i, l := range ls {
+		k := attemptKey(*l)
+		ns[i] = max(l.posts(), a.posts[k]) + 1
+		recs[i] = &kgo.Record{Topic: a.topic, Key: []byte(k), Value: []byte(strconv.Itoa(ns[i]))}
+	}
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.d.cfg.RequestTimeout)
+	defer cancel()
+	if err := a.d.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("recording %d attempts in %s: %w", len(ls), a.topic, err)
+	}
+	a.mu.Lock()
+	for i, l := range ls {
+		k := attemptKey(*l)
+		a.posts[k] = max(a.posts[k], ns[i])
+		l.Posts = ns[i]
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+// unstart gives back the counts startAll recorded for letters that were
+// not attempted after all (a poll's run stopped before them): a first
+// POST counted but never made is deleted, and the letter is read again
+// and counted anew. A letter that had POSTs counted before (made again
+// after a crash) keeps its count: one POST too many in its dead letter,
+// as after a kill between a count and its POST.
+func (a *attemptLog) unstart(ls []*letter) {
+	var keys []string
+	a.mu.Lock()
+	for _, l := range ls {
+		k := attemptKey(*l)
+		if l.Posts == 1 && a.posts[k] == 1 {
+			delete(a.posts, k)
+			keys = append(keys, k)
+		}
+	}
+	a.mu.Unlock()
+	a.tombstones(keys)
+}
+
 // forget deletes the counts of messages done with (after the step that
 // made them so is committed). Best effort: a key left behind is only a
 // few bytes.
@@ -203,6 +255,11 @@ func (a *attemptLog) forget(keys []string) {
 		delete(a.posts, k)
 	}
 	a.mu.Unlock()
+	a.tombstones(keys)
+}
+
+// tombstones deletes keys from the attempts topic (asynchronously).
+func (a *attemptLog) tombstones(keys []string) {
 	for _, k := range keys {
 		a.d.prod.Produce(context.Background(), &kgo.Record{Topic: a.topic, Key: []byte(k)}, func(_ *kgo.Record, err error) {
 			if err != nil {

@@ -239,8 +239,22 @@ func New(cfg Config) (*Dispatcher, error) {
 
 // SetGuard replaces the SSRF guard used from the next connection on.
 func (d *Dispatcher) SetGuard(g *ssrf.Guard) {
-	d.client.Store(g.Client(d.cfg.TLS, d.cfg.Webhooks.AttemptTimeout))
+	c := g.Client(d.cfg.TLS, d.cfg.Webhooks.AttemptTimeout)
+	if t, ok := c.Transport.(*http.Transport); ok {
+		// Every webhook of every tenant shares this client, and many
+		// webhooks often point at one receiver: keep as many idle
+		// connections per host as may be in flight to it (without HTTP/2
+		// each POST in flight is a connection; a smaller pool would close
+		// and handshake connections again all the time).
+		t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, idleConnsPerHost)
+		t.MaxIdleConns = max(t.MaxIdleConns, 4*idleConnsPerHost)
+	}
+	d.client.Store(c)
 }
+
+// idleConnsPerHost is how many idle connections to one webhook host the
+// dispatcher keeps.
+const idleConnsPerHost = 256
 
 func (d *Dispatcher) httpClient() *http.Client { return d.client.Load() }
 
@@ -601,6 +615,25 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *le
 		return attemptResult{}, err
 	}
 	l.Posts = n
+	return d.post1(ctx, wh, l), nil
+}
+
+// attemptCounted is attempt for a letter whose POST is already counted
+// (attemptLog.startAll): it waits for a concurrency slot and POSTs. An
+// error (ctx ended first) means no attempt was made.
+func (d *Dispatcher) attemptCounted(ctx context.Context, wh controlstate.Webhook, l *letter) (attemptResult, error) {
+	s := d.sem(wh.ID)
+	select {
+	case s <- struct{}{}:
+	case <-ctx.Done():
+		return attemptResult{}, ctx.Err()
+	}
+	defer func() { <-s }()
+	return d.post1(ctx, wh, l), nil
+}
+
+// post1 makes the POST of an attempt already counted, and records it.
+func (d *Dispatcher) post1(ctx context.Context, wh controlstate.Webhook, l *letter) (res attemptResult) {
 	pctx := context.WithoutCancel(ctx)
 	if d.cfg.Tracer.Traced(l.Headers) {
 		var span trace.Span
@@ -617,7 +650,7 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *le
 		d.log.Debug("webhook attempt failed", "webhook", wh.ID, "message", l.MessageID, "attempt", l.Attempt,
 			"status", res.Status, "err", res.describe(), "outcome", res.Outcome)
 	}
-	return res, nil
+	return res
 }
 
 // startAttemptSpan starts the span of one POST of a traced message, a

@@ -47,8 +47,8 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted bool, err error) {
 	topic := d.names.RetryTopic(tenant)
 	perPoll := d.cfg.Webhooks.RetryPartitions
-	var assigned, lost atomic.Bool
-	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout), &assigned, &lost)
+	var assigned, lost, hurry atomic.Bool // hurry: unused (a poll holds a few records)
+	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout), &assigned, &lost, &hurry)
 	if err != nil {
 		return false, fmt.Errorf("retry consumer %s: %w", tenant, err)
 	}
@@ -117,7 +117,7 @@ func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted b
 			}()
 		}
 		wg.Wait()
-		committed, err := d.commitStep(ctx, sess, byPart, out, unhandled, d.cfg.Webhooks.UnsafeTestHoldRetryCommit)
+		committed, err := d.commitStep(ctx, sess, positions(byPart, unhandled), out, d.cfg.Webhooks.UnsafeTestHoldRetryCommit)
 		sess.AllowRebalance()
 		if err != nil {
 			failure = errors.Join(failure, err)
