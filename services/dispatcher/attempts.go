@@ -20,7 +20,10 @@ import (
 // acknowledge, the number of POSTs started for the message's delivery to
 // the webhook, in the tenant's compacted attempts topic
 // (<prefix>.<tenant>.wh.attempts, key "<webhook id>/<message id>", value
-// decimal). Every dispatcher follows that topic; before a consumer that
+// decimal; a poll's first attempts are counted in one produce, startAll,
+// and those not attempted after all are given back, unstart). Every
+// dispatcher follows that topic (skipping its own records, applied when
+// written: hInstance); before a consumer that
 // was given partitions (after a rebalance or at its start: the previous
 // owner may have died mid-attempt) makes its next attempt it reads the
 // topic up to its end. The next POST's number is then the larger of the
@@ -121,13 +124,16 @@ func (a *attemptLog) followOnce(ctx context.Context) error {
 		}
 		a.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
+			a.read[r.Partition] = r.Offset + 1
+			if a.own(r) {
+				return // applied when written
+			}
 			k := string(r.Key)
 			if r.Value == nil {
 				delete(a.posts, k)
 			} else if n, err := strconv.Atoi(string(r.Value)); err == nil && n > a.posts[k] {
 				a.posts[k] = n
 			}
-			a.read[r.Partition] = r.Offset + 1
 		})
 		if !fs.Empty() {
 			close(a.changed)
@@ -135,6 +141,29 @@ func (a *attemptLog) followOnce(ctx context.Context) error {
 		}
 		a.mu.Unlock()
 	}
+}
+
+// hInstance names the process that wrote an attempts record: the
+// follower skips this process's own records, which it applied when it
+// wrote them (a count given back by unstart must not come back when the
+// follower reads the record that counted it).
+const hInstance = "msgmesh-instance"
+
+// record is an attempts record of this process: count value for key k
+// (nil: a tombstone).
+func (a *attemptLog) record(k string, value []byte) *kgo.Record {
+	return &kgo.Record{Topic: a.topic, Key: []byte(k), Value: value,
+		Headers: []kgo.RecordHeader{{Key: hInstance, Value: []byte(a.d.instance)}}}
+}
+
+// own reports whether r was written by this process.
+func (a *attemptLog) own(r *kgo.Record) bool {
+	for _, h := range r.Headers {
+		if h.Key == hInstance {
+			return string(h.Value) == a.d.instance
+		}
+	}
+	return false
 }
 
 // sync waits until the follower has read everything written to the topic
@@ -181,7 +210,7 @@ func (a *attemptLog) start(ctx context.Context, l letter) (int, error) {
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.d.cfg.RequestTimeout)
 	defer cancel()
-	rec := &kgo.Record{Topic: a.topic, Key: []byte(k), Value: []byte(strconv.Itoa(n))}
+	rec := a.record(k, []byte(strconv.Itoa(n)))
 	if err := a.d.prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return 0, fmt.Errorf("recording attempt %d in %s: %w", n, a.topic, err)
 	}
@@ -205,7 +234,7 @@ func (a *attemptLog) startAll(ctx context.Context, ls []*letter) error {
 	for i, l := range ls {
 		k := attemptKey(*l)
 		ns[i] = max(l.posts(), a.posts[k]) + 1
-		recs[i] = &kgo.Record{Topic: a.topic, Key: []byte(k), Value: []byte(strconv.Itoa(ns[i]))}
+		recs[i] = a.record(k, []byte(strconv.Itoa(ns[i])))
 	}
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.d.cfg.RequestTimeout)
@@ -261,7 +290,7 @@ func (a *attemptLog) forget(keys []string) {
 // tombstones deletes keys from the attempts topic (asynchronously).
 func (a *attemptLog) tombstones(keys []string) {
 	for _, k := range keys {
-		a.d.prod.Produce(context.Background(), &kgo.Record{Topic: a.topic, Key: []byte(k)}, func(_ *kgo.Record, err error) {
+		a.d.prod.Produce(context.Background(), a.record(k, nil), func(_ *kgo.Record, err error) {
 			if err != nil {
 				a.d.log.Warn("webhooks: deleting a count from the attempts topic", "tenant", a.tenant, "err", err)
 			}
