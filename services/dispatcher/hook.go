@@ -21,19 +21,28 @@ import (
 // and the webhook was disabled.
 var errRefused = errors.New("delivery refused by the SSRF guard; webhook disabled")
 
-// A webhook's member polls up to maxPollRecords records at a time and
-// commits what it did (next steps and offsets, one Kafka transaction) once
-// per window: at most commitEvery after the window's first poll, after
-// maxWindowRecords records, or at once when a rebalance waits, a partition
-// was rewound, or the member stops. A kill -9 therefore makes again the
-// attempts of at most one window (and its poll in flight).
+// A webhook's member takes what its client has fetched (up to
+// maxPollRecords records; fetches hold at most fetchPartitionBytes per
+// partition), keeps of each partition what it can attempt in about
+// pollBudget (the POST time measured so far; the rest is read again), and
+// commits what it did (next steps and offsets, one Kafka transaction)
+// once per window: at most commitEvery after the window's first poll,
+// after maxWindowRecords records, or at once when a rebalance waits, a
+// partition was rewound, or the member stops. A kill -9 therefore makes
+// again the attempts of at most one window: about commitEvery's worth,
+// at most maxWindowRecords plus a poll.
 const (
-	maxPollRecords   = 1000
-	commitEvery      = 200 * time.Millisecond
-	maxWindowRecords = 5000
+	maxPollRecords      = 20000
+	fetchPartitionBytes = 256 << 10
+	commitEvery         = 500 * time.Millisecond
+	maxWindowRecords    = 5000
 	// pollBudget: a partition's run in one poll starts no new attempt
 	// after this (its first one excepted); the rest is read again.
-	pollBudget = time.Second
+	pollBudget = commitEvery
+	// firstTake and maxTake bound the records of a partition taken in
+	// one poll: firstTake until POSTs were timed.
+	firstTake = 64
+	maxTake   = 2000
 )
 
 // partitionStep is how one partition's run of first attempts in a poll
@@ -53,6 +62,9 @@ type partitionStep struct {
 	// letters (attemptLog.startAll) whose POST was not made.
 	handled      int
 	notAttempted []*letter
+	// posts and took: the POSTs made and their time in all.
+	posts int
+	took  time.Duration
 }
 
 // hookWindow is what a webhook's member did since its last commit.
@@ -95,7 +107,7 @@ func (w *hookWindow) add(polled map[int32][]*kgo.Record, steps []partitionStep) 
 }
 
 // runHook is one webhook's consumer group member on its tenant topic. Each
-// poll takes up to maxPollRecords records; each partition's records are
+// poll takes what was fetched (see maxPollRecords); each partition's records are
 // attempted in order, one in flight per partition, partitions in
 // parallel (up to Concurrency in flight). Then, in one Kafka transaction
 // per window of polls (hookWindow), the next steps of those attempts
@@ -149,12 +161,19 @@ func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, t
 		return false, fmt.Errorf("webhook %s: client: %w", wh.ID, err)
 	}
 	defer sess.CloseAllowingRebalance()
-	perPoll := maxPollRecords
-	minPoll := max(d.cfg.Webhooks.Concurrency, 16)
+	var postAvg time.Duration // of this member's POSTs (moving average)
+	// carry: records polled in this window and not yet taken (beyond a
+	// poll's take), attempted before anything is polled again; at the
+	// window's end their partitions are rewound to them.
+	var carry map[int32][]*kgo.Record
 	var win hookWindow
 	// end commits the window (if one is open) and lets a rebalance go on.
 	end := func() (committed bool, err error) {
 		committed = true
+		for _, recs := range carry {
+			win.pos[recs[0].Topic][recs[0].Partition] = kgo.EpochOffset{Epoch: recs[0].LeaderEpoch, Offset: recs[0].Offset}
+		}
+		carry = nil
 		if win.open() {
 			committed, err = d.commitStep(ctx, sess, win.pos, win.out, 0)
 			if err == nil && committed {
@@ -167,12 +186,18 @@ func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, t
 		return committed, err
 	}
 	for {
-		pctx, cancel := ctx, context.CancelFunc(func() {})
-		if win.open() {
-			pctx, cancel = context.WithDeadline(ctx, win.started.Add(commitEvery))
+		fs := kgo.Fetches{}
+		byPart := carry // nil'ed once attempted, so that end rewinds to them until then
+		if len(byPart) == 0 {
+			pctx, cancel := ctx, context.CancelFunc(func() {})
+			if win.open() {
+				pctx, cancel = context.WithDeadline(ctx, win.started.Add(commitEvery))
+			}
+			fs = sess.PollRecords(pctx, maxPollRecords)
+			cancel()
+			byPart = map[int32][]*kgo.Record{}
+			fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
 		}
-		fs := sess.PollRecords(pctx, perPoll)
-		cancel()
 		if ctx.Err() != nil {
 			// Stopping: what was done is made durable first.
 			if _, err := end(); err != nil {
@@ -195,8 +220,6 @@ func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, t
 			sess.AllowRebalance()
 			return false, fmt.Errorf("webhook %s: %w", wh.ID, gone)
 		}
-		byPart := map[int32][]*kgo.Record{}
-		fs.EachRecord(func(r *kgo.Record) { byPart[r.Partition] = append(byPart[r.Partition], r) })
 		if len(byPart) == 0 {
 			if !win.open() {
 				sess.AllowRebalance()
@@ -211,21 +234,40 @@ func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, t
 				return false, fmt.Errorf("webhook %s: %w", wh.ID, err)
 			}
 		}
-		steps := d.firstAttemptsPoll(ctx, wh, topic.Epoch, byPart, &hurry, log)
+		take := firstTake
+		if postAvg > 0 {
+			take = min(max(int(pollBudget/postAvg), 8), maxTake)
+		}
+		steps, excess := d.firstAttemptsPoll(ctx, wh, topic.Epoch, byPart, take, &hurry, log)
 		win.add(byPart, steps)
+		carry = nil
+		for _, st := range steps {
+			if st.unhandled != nil {
+				delete(excess, st.unhandled.Partition) // rewound to before them anyway
+			}
+		}
+		if len(excess) > 0 {
+			carry = excess
+		}
 		var refused *attemptResult
 		var stopped, rewound bool
-		handled := 0
+		var took time.Duration
+		var posts int
 		for _, s := range steps {
 			if s.refused != nil && refused == nil {
 				refused = s.refused
 			}
 			stopped = stopped || s.stopped
 			rewound = rewound || s.unhandled != nil
-			handled += s.handled
+			took += s.took
+			posts += s.posts
 		}
-		if len(byPart) > 0 {
-			perPoll = min(max(2*handled, minPoll), maxPollRecords)
+		if posts > 0 {
+			if avg := took / time.Duration(posts); postAvg == 0 {
+				postAvg = avg
+			} else {
+				postAvg = (3*postAvg + avg) / 4
+			}
 		}
 		if len(byPart) > 0 && refused == nil && !stopped && !rewound && !hurry.Load() && ctx.Err() == nil &&
 			time.Since(win.started) < commitEvery && win.records < maxWindowRecords {
@@ -259,13 +301,23 @@ func (d *Dispatcher) hookSession(ctx context.Context, wh controlstate.Webhook, t
 // counts them all in the attempt log at once (one produce), runs each
 // partition's records in order (partitions in parallel) and gives back
 // the counts of those not attempted. It writes nothing else to Kafka.
-func (d *Dispatcher) firstAttemptsPoll(ctx context.Context, wh controlstate.Webhook, epoch string, byPart map[int32][]*kgo.Record, hurry *atomic.Bool, log *slog.Logger) []partitionStep {
+func (d *Dispatcher) firstAttemptsPoll(ctx context.Context, wh controlstate.Webhook, epoch string, byPart map[int32][]*kgo.Record, take int, hurry *atomic.Bool, log *slog.Logger) (steps []partitionStep, excess map[int32][]*kgo.Record) {
 	if len(byPart) == 0 {
-		return nil
+		return nil, nil
+	}
+	// Of each partition, the first take records; the rest (excess) is
+	// for the next round.
+	taken := make(map[int32][]*kgo.Record, len(byPart))
+	excess = map[int32][]*kgo.Record{}
+	for p, recs := range byPart {
+		if len(recs) > take {
+			recs, excess[p] = recs[:take], recs[take:]
+		}
+		taken[p] = recs
 	}
 	letters := make(map[int32][]*letter, len(byPart))
 	var all []*letter
-	for p, recs := range byPart {
+	for p, recs := range taken {
 		ls := make([]*letter, len(recs))
 		for i, r := range recs {
 			if wh.Room != "" && (r.Key == nil || string(r.Key) != wh.Room) {
@@ -283,18 +335,18 @@ func (d *Dispatcher) firstAttemptsPoll(ctx context.Context, wh controlstate.Webh
 			log.Warn("webhook: no attempt made", "err", err)
 		}
 		steps := make([]partitionStep, 0, len(byPart))
-		for _, recs := range byPart {
+		for _, recs := range taken {
 			steps = append(steps, partitionStep{unhandled: recs[0]})
 		}
-		return steps
+		return steps, nil
 	}
 	deadline := time.Now().Add(pollBudget)
-	steps := make([]partitionStep, 0, len(byPart))
+	steps = make([]partitionStep, 0, len(byPart))
 	var mu sync.Mutex
 	var stop sync.Once
 	halt := make(chan struct{})
 	var wg sync.WaitGroup
-	for p, recs := range byPart {
+	for p, recs := range taken {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -313,7 +365,7 @@ func (d *Dispatcher) firstAttemptsPoll(ctx context.Context, wh controlstate.Webh
 		back = append(back, s.notAttempted...)
 	}
 	alog.unstart(back)
-	return steps
+	return steps, excess
 }
 
 // firstAttempts attempts recs (one partition, in order; ls[i] is recs[i]'s
@@ -361,12 +413,15 @@ func (d *Dispatcher) firstAttempts(ctx context.Context, wh controlstate.Webhook,
 			step.stopped = true
 			return step
 		}
+		at := time.Now()
 		res, err := d.attemptCounted(ctx, cur, l)
 		if err != nil {
 			rest(i)
 			return step
 		}
 		attempted = true
+		step.posts++
+		step.took += time.Since(at)
 		if res.Outcome == Refused {
 			giveBack(i + 1) // its own count stays: the guard stopped a POST that was counted
 			step.unhandled, step.refused = r, &res
@@ -492,6 +547,9 @@ func (d *Dispatcher) session(group, topic string, work time.Duration, assigned, 
 		kgo.SessionTimeout(d.cfg.Webhooks.SessionTimeout),
 		kgo.RebalanceTimeout(work+d.txnTimeout()+5*time.Second),
 		kgo.FetchMaxWait(500*time.Millisecond),
+		// A poll takes about a pollBudget's worth of each partition's
+		// fetched records and reads the rest again: fetch little more.
+		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
 	)...)
 }
 
