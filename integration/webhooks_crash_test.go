@@ -290,12 +290,13 @@ func retryAttempt(r *kgo.Record) int {
 // before the kill. Nothing is lost, no message is POSTed more than twice,
 // and a repeat keeps its webhook-id.
 func TestWebhookKill9DuringFirstAttemptsRepeatsAtMostOneWindow(t *testing.T) {
-	const total = 4000
+	const total = 10000
 	c := h.NewCluster(t)
 	rc := h.NewReceiver(t)
 	ca := rc.CAFile(t)
+	unlimited := []string{"MSGMESH_LIMITS_FREE_MESSAGES_PER_SECOND=0", "MSGMESH_LIMITS_FREE_REQUESTS_PER_SECOND=0"}
 	addr := h.FreeAddr(t)
-	p := h.StartProcess(t, addr, crashEnv(c, addr, ca))
+	p := h.StartProcess(t, addr, append(crashEnv(c, addr, ca), unlimited...))
 	h.CreateTopic(t, p.URL, c.AdminKey, "orders", 3)
 	h.CreateWebhook(t, p.URL, c.AdminKey, "orders", rc.URLFor("", "/ok"), "")
 	for b := range total / 100 {
@@ -305,15 +306,15 @@ func TestWebhookKill9DuringFirstAttemptsRepeatsAtMostOneWindow(t *testing.T) {
 		}
 		h.Must(t, p.URL, "POST", "/v1/topics/orders/messages", c.AdminKey, map[string]any{"messages": msgs}, http.StatusOK)
 	}
-	if ok, _ := h.PollUntil(60*time.Second, 5*time.Millisecond, func() bool { return len(rc.Got("/ok")) >= 1000 }); !ok {
-		t.Fatalf("%d deliveries in 60s, want 1000 before the kill", len(rc.Got("/ok")))
+	if ok, _ := h.PollUntil(60*time.Second, 5*time.Millisecond, func() bool { return len(rc.Got("/ok")) >= 5000 }); !ok {
+		t.Fatalf("%d deliveries in 60s, want 5000 before the kill", len(rc.Got("/ok")))
 	}
 	p.Kill()
 	killAt := time.Now()
 	before := len(rc.Got("/ok"))
 
 	addr2 := h.FreeAddr(t)
-	p2 := h.StartProcess(t, addr2, crashEnv(c, addr2, ca))
+	p2 := h.StartProcess(t, addr2, append(crashEnv(c, addr2, ca), unlimited...))
 	type seen struct {
 		first time.Time
 		posts int

@@ -45,7 +45,7 @@ type whOptions struct {
 
 func registerWebhookFlags(o *whOptions) {
 	flag.StringVar(&o.counts, "webhooks", "1,50", "webhooks: webhook counts on one topic, one scenario each")
-	flag.IntVar(&o.postRate, "webhooks-post-rate", 1000, "webhooks: offered POSTs/s (messages published per second × webhooks)")
+	flag.IntVar(&o.postRate, "webhooks-post-rate", 6000, "webhooks: offered POSTs/s (messages published per second × webhooks)")
 	flag.DurationVar(&o.dur, "webhooks-duration", 10*time.Second, "webhooks: publishing time of each scenario")
 	flag.IntVar(&o.partitions, "webhooks-partitions", 6, "webhooks: partitions of each scenario's topic")
 	flag.IntVar(&o.payload, "webhooks-payload", 256, "webhooks: approximate bytes of each message's JSON value")
