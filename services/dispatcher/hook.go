@@ -65,6 +65,9 @@ type partitionStep struct {
 	// posts and took: the POSTs made and their time in all.
 	posts int
 	took  time.Duration
+	// later: records the run did not get to before its deadline, for the
+	// next round of the window (not rewound).
+	later []*kgo.Record
 }
 
 // hookWindow is what a webhook's member did since its last commit.
@@ -363,6 +366,10 @@ func (d *Dispatcher) firstAttemptsPoll(ctx context.Context, wh controlstate.Webh
 	var back []*letter
 	for _, s := range steps {
 		back = append(back, s.notAttempted...)
+		if len(s.later) > 0 { // before the records not taken
+			p := s.later[0].Partition
+			excess[p] = append(append([]*kgo.Record{}, s.later...), excess[p]...)
+		}
 	}
 	alog.unstart(back)
 	return steps, excess
@@ -403,8 +410,13 @@ func (d *Dispatcher) firstAttempts(ctx context.Context, wh controlstate.Webhook,
 			return step
 		default:
 		}
-		if hurry.Load() || attempted && time.Now().After(deadline) {
+		if hurry.Load() {
 			rest(i)
+			return step
+		}
+		if attempted && time.Now().After(deadline) {
+			giveBack(i) // counted again when they come next round
+			step.later = recs[i:]
 			return step
 		}
 		cur, ok := d.state.Webhook(wh.Tenant, wh.ID)

@@ -46,9 +46,12 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 // was never committed).
 func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted bool, err error) {
 	topic := d.names.RetryTopic(tenant)
-	perPoll := d.cfg.Webhooks.RetryPartitions
-	var assigned, lost, hurry atomic.Bool // hurry: unused (a poll holds a few records)
-	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout), &assigned, &lost, &hurry)
+	// A poll takes up to retryPollRecords records; a partition's run
+	// starts no new record after pollBudget (its first one excepted: it
+	// may wait backoff_max, then make its attempt), the rest is read again.
+	perPoll := retryPollRecords
+	var assigned, lost, hurry atomic.Bool // hurry: unused
+	sess, err := d.session(topic, topic, pollBudget+d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout, &assigned, &lost, &hurry)
 	if err != nil {
 		return false, fmt.Errorf("retry consumer %s: %w", tenant, err)
 	}
@@ -90,11 +93,18 @@ func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted b
 		var out, unhandled []*kgo.Record
 		var finished []string
 		var wg sync.WaitGroup
+		deadline := time.Now().Add(pollBudget)
 		for _, recs := range byPart {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for _, r := range recs {
+				for i, r := range recs {
+					if i > 0 && time.Now().After(deadline) {
+						mu.Lock()
+						unhandled = append(unhandled, r) // read again
+						mu.Unlock()
+						return
+					}
 					next, done, fin, err := d.retryOne(ctx, tenant, r)
 					mu.Lock()
 					if next != nil {
@@ -141,6 +151,9 @@ func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted b
 		}
 	}
 }
+
+// retryPollRecords caps one poll of a tenant's retry consumer.
+const retryPollRecords = 500
 
 // topicGone reports whether err says a topic does not exist (any more).
 func topicGone(err error) bool {
