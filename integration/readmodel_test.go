@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	h "github.com/msgmesh/msgmesh/integration/harness"
+	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/readmodel"
 	"github.com/msgmesh/msgmesh/proto/openapitest"
@@ -395,4 +397,41 @@ func TestReadModelPostgresOutageAndKill9(t *testing.T) {
 	if fmt.Sprint(gotAudit) != fmt.Sprint(wantAudit) || len(wantAudit) < 3 {
 		t.Errorf("audit rows %v, control events of tenant default %v", gotAudit, wantAudit)
 	}
+}
+
+// webhooks.attempt_log=false: deliveries go on, and no attempt is appended
+// to the attempt log topic (checked after a graceful stop, which sends
+// whatever attempt records were buffered).
+func TestWebhookAttemptLogOff(t *testing.T) {
+	c := h.NewCluster(t)
+	rc := h.NewReceiver(t)
+	mut := h.WebhookConfig(t, rc, 2, 2*time.Second, 100*time.Millisecond)
+	n := c.Start(t, func(cfg *config.Config) {
+		mut(cfg)
+		cfg.Webhooks.AttemptLog = false
+	})
+	h.CreateTopic(t, n.URL, c.AdminKey, "orders", 2)
+	wh := h.CreateWebhook(t, n.URL, c.AdminKey, "orders", rc.URLFor("", "/ok"), "")
+	for i := range 3 {
+		publishJSON(t, n, c.AdminKey, "orders", "", map[string]any{"n": i})
+	}
+	waitDeliveries(t, rc, "/ok", 3, 30*time.Second)
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	topic := c.Prefix + ".default.wh.attempt_log"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := c.Admin(t).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset != 0 {
+			t.Errorf("%s partition %d holds %d attempt records of webhook %s with webhooks.attempt_log=false", topic, o.Partition, o.Offset, wh.ID)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"encoding/pem"
 	"io"
 	"net/http"
@@ -279,4 +280,87 @@ func retryAttempt(r *kgo.Record) int {
 		}
 	}
 	return 0
+}
+
+// kill -9 of msgmesh while it delivers first attempts at full speed: a
+// webhook's member commits its offsets (with the next steps, one
+// transaction) once per window of about 500 ms, so the new process
+// delivers again only what was POSTed since the last commit: messages
+// first POSTed within a window (plus the poll in flight and its commit)
+// before the kill. Nothing is lost, no message is POSTed more than twice,
+// and a repeat keeps its webhook-id.
+func TestWebhookKill9DuringFirstAttemptsRepeatsAtMostOneWindow(t *testing.T) {
+	const total = 10000
+	c := h.NewCluster(t)
+	rc := h.NewReceiver(t)
+	ca := rc.CAFile(t)
+	unlimited := []string{"MSGMESH_LIMITS_FREE_MESSAGES_PER_SECOND=0", "MSGMESH_LIMITS_FREE_REQUESTS_PER_SECOND=0"}
+	addr := h.FreeAddr(t)
+	p := h.StartProcess(t, addr, append(crashEnv(c, addr, ca), unlimited...))
+	h.CreateTopic(t, p.URL, c.AdminKey, "orders", 3)
+	h.CreateWebhook(t, p.URL, c.AdminKey, "orders", rc.URLFor("", "/ok"), "")
+	for b := range total / 100 {
+		msgs := make([]map[string]any, 100)
+		for i := range msgs {
+			msgs[i] = map[string]any{"room": "r" + strconv.Itoa(i%12), "data": map[string]any{"seq": b*100 + i}}
+		}
+		h.Must(t, p.URL, "POST", "/v1/topics/orders/messages", c.AdminKey, map[string]any{"messages": msgs}, http.StatusOK)
+	}
+	if ok, _ := h.PollUntil(60*time.Second, 5*time.Millisecond, func() bool { return len(rc.Got("/ok")) >= 5000 }); !ok {
+		t.Fatalf("%d deliveries in 60s, want 5000 before the kill", len(rc.Got("/ok")))
+	}
+	p.Kill()
+	killAt := time.Now()
+	before := len(rc.Got("/ok"))
+
+	addr2 := h.FreeAddr(t)
+	p2 := h.StartProcess(t, addr2, append(crashEnv(c, addr2, ca), unlimited...))
+	type seen struct {
+		first time.Time
+		posts int
+		ids   map[string]bool
+	}
+	tally := func() map[int]*seen {
+		m := map[int]*seen{}
+		for _, d := range rc.Got("/ok") {
+			var body struct {
+				ID   string `json:"id"`
+				Data struct {
+					Seq int `json:"seq"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(d.Body, &body); err != nil {
+				t.Fatalf("body %s: %v", d.Body, err)
+			}
+			s := m[body.Data.Seq]
+			if s == nil {
+				s = &seen{first: d.At, ids: map[string]bool{}}
+				m[body.Data.Seq] = s
+			}
+			s.posts++
+			s.ids[body.ID+" "+d.Header.Get("webhook-id")] = true
+		}
+		return m
+	}
+	if ok, _ := h.PollUntil(120*time.Second, 100*time.Millisecond, func() bool { return len(tally()) == total }); !ok {
+		t.Fatalf("%d of %d messages delivered 120s after the restart\n%s", len(tally()), total, p2.Output())
+	}
+	window := 500*time.Millisecond + 500*time.Millisecond + 3*time.Second // commitEvery + pollBudget + slack for a loaded machine
+	repeated := 0
+	for seq, s := range tally() {
+		if s.posts > 1 {
+			repeated++
+			if s.posts > 2 {
+				t.Errorf("message %d POSTed %d times", seq, s.posts)
+			}
+			if s.first.Before(killAt.Add(-window)) {
+				t.Errorf("message %d first POSTed %v before the kill, and again after it: its offset was not committed for longer than a window",
+					seq, killAt.Sub(s.first).Round(time.Millisecond))
+			}
+		}
+		if len(s.ids) != 1 {
+			t.Errorf("message %d: webhook-id and body id vary: %v", seq, s.ids)
+		}
+	}
+	t.Logf("%d POSTs before the kill; %d messages POSTed again after it", before, repeated)
 }

@@ -36,14 +36,20 @@ type whOptions struct {
 	dur        time.Duration
 	partitions int
 	payload    int
+	// attemptLog: "on", "off" or "both" (each count is run with
+	// webhooks.attempt_log on and then off, on a fresh msgmesh each, and
+	// the report gives the ratio: issue 14's bound is at most a 10 %
+	// drop with it on).
+	attemptLog string
 }
 
 func registerWebhookFlags(o *whOptions) {
 	flag.StringVar(&o.counts, "webhooks", "1,50", "webhooks: webhook counts on one topic, one scenario each")
-	flag.IntVar(&o.postRate, "webhooks-post-rate", 1000, "webhooks: offered POSTs/s (messages published per second × webhooks)")
+	flag.IntVar(&o.postRate, "webhooks-post-rate", 6000, "webhooks: offered POSTs/s (messages published per second × webhooks)")
 	flag.DurationVar(&o.dur, "webhooks-duration", 10*time.Second, "webhooks: publishing time of each scenario")
 	flag.IntVar(&o.partitions, "webhooks-partitions", 6, "webhooks: partitions of each scenario's topic")
 	flag.IntVar(&o.payload, "webhooks-payload", 256, "webhooks: approximate bytes of each message's JSON value")
+	flag.StringVar(&o.attemptLog, "webhooks-attempt-log", "both", "webhooks: run with webhooks.attempt_log on, off, or both (and print the ratio)")
 }
 
 // whResult is one webhooks scenario.
@@ -69,8 +75,13 @@ func (r whResult) rate() float64 {
 }
 
 type whReport struct {
-	Opts    whOptions
+	Opts whOptions
+	// Results are with the attempt log on (unless only off was asked);
+	// NoLog the same counts with webhooks.attempt_log=false.
 	Results []whResult
+	NoLog   []whResult
+	// LogOn says whether Results ran with the attempt log.
+	LogOn bool
 }
 
 // whReceiver is the HTTPS endpoint every webhook POSTs to (path /h/<n>).
@@ -153,8 +164,38 @@ func runWebhooks(o whOptions, msgmeshBin, brokers string) (*whReport, error) {
 			return nil, fmt.Errorf("webhooks: %d webhooks on one topic: at most 200", n)
 		}
 	}
+	var logs []bool
+	switch o.attemptLog {
+	case "on":
+		logs = []bool{true}
+	case "off":
+		logs = []bool{false}
+	case "both":
+		logs = []bool{true, false}
+	default:
+		return nil, fmt.Errorf("-webhooks-attempt-log %q: want on, off or both", o.attemptLog)
+	}
 	rc := newWHReceiver()
 	defer rc.srv.Close()
+	rep := &whReport{Opts: o, LogOn: logs[0]}
+	for i, on := range logs {
+		logf("  webhooks.attempt_log=%v", on)
+		rs, err := webhookRuns(o, counts, msgmeshBin, brokers, rc, on)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			rep.Results = rs
+		} else {
+			rep.NoLog = rs
+		}
+	}
+	return rep, nil
+}
+
+// webhookRuns runs one scenario per count on a fresh msgmesh with
+// webhooks.attempt_log set to attemptLog.
+func webhookRuns(o whOptions, counts []int, msgmeshBin, brokers string, rc *whReceiver, attemptLog bool) ([]whResult, error) {
 	dir, err := os.MkdirTemp("", "msgmesh-bench-wh")
 	if err != nil {
 		return nil, err
@@ -169,6 +210,7 @@ func runWebhooks(o whOptions, msgmeshBin, brokers string) (*whReport, error) {
 	env := map[string]string{
 		"MSGMESH_WEBHOOKS_UNSAFE_ALLOW_PRIVATE_TARGETS": "true",
 		"MSGMESH_WEBHOOKS_UNSAFE_CA_FILE":               ca,
+		"MSGMESH_WEBHOOKS_ATTEMPT_LOG":                  strconv.FormatBool(attemptLog),
 	}
 	for k, v := range env {
 		_ = os.Setenv(k, v)
@@ -184,7 +226,7 @@ func runWebhooks(o whOptions, msgmeshBin, brokers string) (*whReport, error) {
 		srv.stop()
 		cleanup(strings.Split(brokers, ","), srv.prefix)
 	}()
-	rep := &whReport{Opts: o}
+	var out []whResult
 	for _, n := range counts {
 		r, err := webhookScenario(srv, rc, o, n)
 		if err != nil {
@@ -193,9 +235,9 @@ func runWebhooks(o whOptions, msgmeshBin, brokers string) (*whReport, error) {
 		logf("  %2d webhook(s) × %d msgs/s: %8.0f delivered POSTs/s (%d/%d, %.2f %%), p50 %v p99 %v, %d duplicates, msgmesh CPU %.1f s%s",
 			n, r.Rate, r.rate(), r.Delivered, r.Expected, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
 			r.Lat.quantile(0.5), r.Lat.quantile(0.99), r.Duplicates, r.CPU, map[bool]string{true: " (" + r.Note + ")", false: ""}[r.Note != ""])
-		rep.Results = append(rep.Results, r)
+		out = append(out, r)
 	}
-	return rep, nil
+	return out, nil
 }
 
 // whCall makes one API call with the admin key and decodes a 2xx answer
@@ -244,7 +286,14 @@ func webhookScenario(srv *server, rc *whReceiver, o whOptions, n int) (whResult,
 		var wh struct {
 			ID string `json:"id"`
 		}
-		if err := whCall(ctx, srv, http.MethodPost, "/v1/webhooks", map[string]any{"topic": topic, "url": rc.srv.URL + path}, &wh); err != nil {
+		var err error
+		for try := 0; try < 3; try++ { // a 503 while Kafka is slow to answer is tried again
+			if err = whCall(ctx, srv, http.MethodPost, "/v1/webhooks", map[string]any{"topic": topic, "url": rc.srv.URL + path}, &wh); err == nil || !strings.Contains(err.Error(), ": 503 ") {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil {
 			return r, fmt.Errorf("register webhook %d: %w", i, err)
 		}
 		ids, paths = append(ids, wh.ID), append(paths, path)
@@ -297,11 +346,8 @@ func webhookScenario(srv *server, rc *whReceiver, o whOptions, n int) (whResult,
 	// Measured: rate messages/s for o.dur, in batch requests every tick
 	// (each in its own goroutine so that a slow one does not shift the
 	// schedule).
-	tickEvery := 10 * time.Millisecond
-	perTick := rate / 100
-	if perTick < 1 {
-		perTick, tickEvery = 1, time.Second/time.Duration(rate)
-	}
+	perTick := max(rate/100, 1)
+	tickEvery := time.Duration(perTick) * time.Second / time.Duration(rate)
 	ticks := int(o.dur / tickEvery)
 	tick := time.NewTicker(tickEvery)
 	var wg sync.WaitGroup
@@ -357,8 +403,8 @@ func reportWebhooks(w io.Writer, rep *whReport) {
 	}
 	o := rep.Opts
 	_, _ = fmt.Fprintf(w, "\n### Webhooks dispatch\n\n")
-	_, _ = fmt.Fprintf(w, "- One topic per scenario (%d partitions), N webhooks on it, all to one local HTTPS receiver (httptest TLS on 127.0.0.1, answers 200 at once) in the benchmark process; msgmesh is a fresh subprocess with `webhooks.unsafe_allow_private_targets` and `webhooks.unsafe_ca_file` (test-only) and the other webhook settings at their defaults.\n", o.partitions)
-	_, _ = fmt.Fprintf(w, "- Offered load: %d POSTs/s = messages/s × N, published for %v in batch requests every 10 ms (64 rooms), ~%d-byte JSON values carrying their publish time. Delivered POSTs/s = unique (webhook, webhook-id) POSTs / (first publish → last delivery); latency = publish call start → POST received.\n\n",
+	_, _ = fmt.Fprintf(w, "- One topic per scenario (%d partitions), N webhooks on it, all to one local HTTPS receiver (httptest TLS on 127.0.0.1, answers 200 at once) in the benchmark process; msgmesh is a fresh subprocess with `webhooks.unsafe_allow_private_targets` and `webhooks.unsafe_ca_file` (test-only) and the other webhook settings at their defaults; the main table with `webhooks.attempt_log=%v`.\n", o.partitions, rep.LogOn)
+	_, _ = fmt.Fprintf(w, "- Offered load: %d POSTs/s = messages/s × N, published for %v in batch requests about every 10 ms (64 rooms), ~%d-byte JSON values carrying their publish time. Delivered POSTs/s = unique (webhook, webhook-id) POSTs / (first publish → last delivery); latency = publish call start → POST received.\n\n",
 		o.postRate, o.dur, o.payload)
 	_, _ = fmt.Fprintln(w, "| Webhooks | Published msgs/s | Published | Expected POSTs | Delivered | Complete | Delivered POSTs/s | p50 | p99 | Duplicates | msgmesh CPU s |")
 	_, _ = fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
@@ -368,8 +414,21 @@ func reportWebhooks(w io.Writer, rep *whReport) {
 			r.Hooks, r.Rate, r.Published, r.Expected, r.Delivered, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
 			r.rate(), ms(r.Lat.quantile(0.5)), ms(r.Lat.quantile(0.99)), r.Duplicates, r.CPU)
 	}
+	if len(rep.NoLog) > 0 {
+		_, _ = fmt.Fprintf(w, "\nWith and without the attempt log (`webhooks.attempt_log`, issue 14: at most a 10 %% drop with it on), same offered load, a fresh msgmesh each:\n\n")
+		_, _ = fmt.Fprintln(w, "| Webhooks | POSTs/s, attempt log on | POSTs/s, off | on / off | p99 on | p99 off | msgmesh CPU s on / off |")
+		_, _ = fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|")
+		for i, on := range rep.Results {
+			if i >= len(rep.NoLog) {
+				break
+			}
+			off := rep.NoLog[i]
+			_, _ = fmt.Fprintf(w, "| %d | %.0f | %.0f | %.2f | %s | %s | %.1f / %.1f |\n", on.Hooks, on.rate(), off.rate(),
+				on.rate()/max(off.rate(), 1), ms(on.Lat.quantile(0.99)), ms(off.Lat.quantile(0.99)), on.CPU, off.CPU)
+		}
+	}
 	var notes []string
-	for _, r := range rep.Results {
+	for _, r := range append(append([]whResult{}, rep.Results...), rep.NoLog...) {
 		if r.Note != "" {
 			notes = append(notes, fmt.Sprintf("- %d webhook(s): %s", r.Hooks, r.Note))
 		}

@@ -111,7 +111,15 @@ func (w *whReceiver) serve(rw http.ResponseWriter, req *http.Request) {
 		case <-req.Context().Done():
 		case <-time.After(attemptTO + time.Second):
 		}
-		return
+		// No answer at all, whatever the dispatcher's clock says: returning
+		// from the handler would send an implicit 200, which a dispatcher
+		// that was paused (SIGSTOP) past its attempt timeout may still read
+		// as its answer (the response and its deadline are both ready when
+		// it resumes, and Go's HTTP client can return either). It then
+		// rightly counts the message delivered, while this receiver
+		// recorded a timeout and waited for a retry that never came: the
+		// "lost after a first timeout" of the earlier runs.
+		panic(http.ErrAbortHandler) // closes the connection without a response
 	}
 	rw.WriteHeader(ans)
 }

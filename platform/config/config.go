@@ -298,6 +298,12 @@ type Webhooks struct {
 	// (MSGMESH_WEBHOOKS_SESSION_TIMEOUT). Within the brokers'
 	// group.min/max.session.timeout.ms (6s..30min by default).
 	SessionTimeout time.Duration `mapstructure:"session_timeout"`
+	// AttemptLog appends every delivery attempt to the tenant's attempt
+	// log topic (<prefix>.<tenant>.wh.attempt_log), the source of GET
+	// /v1/webhooks/{id}/attempts; default true
+	// (MSGMESH_WEBHOOKS_ATTEMPT_LOG). false: no attempt is appended (the
+	// listing shows none made meanwhile); delivery is the same.
+	AttemptLog bool `mapstructure:"attempt_log"`
 	// UnsafeAllowPrivateTargets lets webhooks target loopback and private
 	// addresses. TEST ONLY: it turns off the SSRF guard's address checks
 	// and logs a loud warning at start
@@ -502,6 +508,7 @@ func Defaults() Config {
 			DLQPartitions:   3,
 			DLQRetention:    30 * 24 * time.Hour,
 			SessionTimeout:  10 * time.Second,
+			AttemptLog:      true,
 		},
 		Tracing: Tracing{SampleRatio: 1, ServiceName: "msgmesh"},
 		Metrics: Metrics{GroupLagInterval: 30 * time.Second},

@@ -111,6 +111,7 @@ var settingDocs = map[string]string{
 	"webhooks.dlq_partitions":                "partitions of each tenant's dead-letter topic when it is created",
 	"webhooks.dlq_retention":                 "retention.ms of the dead-letter topics, whatever the plan",
 	"webhooks.session_timeout":               "Kafka session timeout of the dispatcher's consumers (how soon a dead node's webhooks move on)",
+	"webhooks.attempt_log":                   "append every delivery attempt to the tenant's attempt log topic (the source of GET /v1/webhooks/{id}/attempts); false: none is appended",
 	"webhooks.unsafe_allow_private_targets":  "TEST ONLY: webhooks may target loopback and private addresses (logged loudly)",
 	"webhooks.unsafe_ca_file":                "TEST ONLY: a PEM file of extra CAs trusted for webhook TLS (logged loudly)",
 	"webhooks.unsafe_test_hold_retry_commit": "TEST ONLY: hold a retry transaction open this long before committing (crash tests; logged loudly)",

@@ -20,7 +20,10 @@ import (
 // acknowledge, the number of POSTs started for the message's delivery to
 // the webhook, in the tenant's compacted attempts topic
 // (<prefix>.<tenant>.wh.attempts, key "<webhook id>/<message id>", value
-// decimal). Every dispatcher follows that topic; before a consumer that
+// decimal; a poll's first attempts are counted in one produce, startAll,
+// and those not attempted after all are given back, unstart). Every
+// dispatcher follows that topic (skipping its own records, applied when
+// written: hInstance); before a consumer that
 // was given partitions (after a rebalance or at its start: the previous
 // owner may have died mid-attempt) makes its next attempt it reads the
 // topic up to its end. The next POST's number is then the larger of the
@@ -121,13 +124,16 @@ func (a *attemptLog) followOnce(ctx context.Context) error {
 		}
 		a.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
+			a.read[r.Partition] = r.Offset + 1
+			if a.own(r) {
+				return // applied when written
+			}
 			k := string(r.Key)
 			if r.Value == nil {
 				delete(a.posts, k)
 			} else if n, err := strconv.Atoi(string(r.Value)); err == nil && n > a.posts[k] {
 				a.posts[k] = n
 			}
-			a.read[r.Partition] = r.Offset + 1
 		})
 		if !fs.Empty() {
 			close(a.changed)
@@ -135,6 +141,29 @@ func (a *attemptLog) followOnce(ctx context.Context) error {
 		}
 		a.mu.Unlock()
 	}
+}
+
+// hInstance names the process that wrote an attempts record: the
+// follower skips this process's own records, which it applied when it
+// wrote them (a count given back by unstart must not come back when the
+// follower reads the record that counted it).
+const hInstance = "msgmesh-instance"
+
+// record is an attempts record of this process: count value for key k
+// (nil: a tombstone).
+func (a *attemptLog) record(k string, value []byte) *kgo.Record {
+	return &kgo.Record{Topic: a.topic, Key: []byte(k), Value: value,
+		Headers: []kgo.RecordHeader{{Key: hInstance, Value: []byte(a.d.instance)}}}
+}
+
+// own reports whether r was written by this process.
+func (a *attemptLog) own(r *kgo.Record) bool {
+	for _, h := range r.Headers {
+		if h.Key == hInstance {
+			return string(h.Value) == a.d.instance
+		}
+	}
+	return false
 }
 
 // sync waits until the follower has read everything written to the topic
@@ -181,7 +210,7 @@ func (a *attemptLog) start(ctx context.Context, l letter) (int, error) {
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.d.cfg.RequestTimeout)
 	defer cancel()
-	rec := &kgo.Record{Topic: a.topic, Key: []byte(k), Value: []byte(strconv.Itoa(n))}
+	rec := a.record(k, []byte(strconv.Itoa(n)))
 	if err := a.d.prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return 0, fmt.Errorf("recording attempt %d in %s: %w", n, a.topic, err)
 	}
@@ -189,6 +218,58 @@ func (a *attemptLog) start(ctx context.Context, l letter) (int, error) {
 	a.posts[k] = max(a.posts[k], n)
 	a.mu.Unlock()
 	return n, nil
+}
+
+// startAll is start for many letters at once (a poll's first attempts):
+// one produce for all of them, acknowledged before any of their POSTs.
+// Each letter's Posts is then the number of its coming POST. A letter
+// that is not attempted after all must be given back (unstart).
+func (a *attemptLog) startAll(ctx context.Context, ls []*letter) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	recs := make([]*kgo.Record, len(ls))
+	ns := make([]int, len(ls))
+	a.mu.Lock()
+	for i, l := range ls {
+		k := attemptKey(*l)
+		ns[i] = max(l.PostsBefore(), a.posts[k]) + 1
+		recs[i] = a.record(k, []byte(strconv.Itoa(ns[i])))
+	}
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.d.cfg.RequestTimeout)
+	defer cancel()
+	if err := a.d.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("recording %d attempts in %s: %w", len(ls), a.topic, err)
+	}
+	a.mu.Lock()
+	for i, l := range ls {
+		k := attemptKey(*l)
+		a.posts[k] = max(a.posts[k], ns[i])
+		l.Posts = ns[i]
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+// unstart gives back the counts startAll recorded for letters that were
+// not attempted after all (a poll's run stopped before them): a first
+// POST counted but never made is deleted, and the letter is read again
+// and counted anew. A letter that had POSTs counted before (made again
+// after a crash) keeps its count: one POST too many in its dead letter,
+// as after a kill between a count and its POST.
+func (a *attemptLog) unstart(ls []*letter) {
+	var keys []string
+	a.mu.Lock()
+	for _, l := range ls {
+		k := attemptKey(*l)
+		if l.Posts == 1 && a.posts[k] == 1 {
+			delete(a.posts, k)
+			keys = append(keys, k)
+		}
+	}
+	a.mu.Unlock()
+	a.tombstones(keys)
 }
 
 // forget deletes the counts of messages done with (after the step that
@@ -203,8 +284,13 @@ func (a *attemptLog) forget(keys []string) {
 		delete(a.posts, k)
 	}
 	a.mu.Unlock()
+	a.tombstones(keys)
+}
+
+// tombstones deletes keys from the attempts topic (asynchronously).
+func (a *attemptLog) tombstones(keys []string) {
 	for _, k := range keys {
-		a.d.prod.Produce(context.Background(), &kgo.Record{Topic: a.topic, Key: []byte(k)}, func(_ *kgo.Record, err error) {
+		a.d.prod.Produce(context.Background(), a.record(k, nil), func(_ *kgo.Record, err error) {
 			if err != nil {
 				a.d.log.Warn("webhooks: deleting a count from the attempts topic", "tenant", a.tenant, "err", err)
 			}

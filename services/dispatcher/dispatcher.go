@@ -29,6 +29,7 @@ package dispatcher
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -135,6 +136,14 @@ type Dispatcher struct {
 	runCtx      context.Context
 	followers   sync.WaitGroup
 
+	// goneMu guards gone: the webhooks ("tenant/id") whose deletion this
+	// process's control projection applied (OnControlEvent), so that a
+	// retry record of a webhook the projection does not have is dropped
+	// only when the webhook was deleted, not while the projection is
+	// behind the node that wrote the record.
+	goneMu sync.Mutex
+	gone   map[string]bool
+
 	attempts    *prometheus.CounterVec
 	deadLetters prometheus.Counter
 	// events appends every attempt to the tenant's attempt log.
@@ -211,7 +220,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d := &Dispatcher{
 		cfg: cfg, log: cfg.Logger, names: names.Mapper{Prefix: cfg.TopicPrefix}, state: cfg.State, prod: prod, adm: kadm.NewClient(prod),
 		kick: make(chan struct{}, 1), instance: instanceID(), ran: make(chan struct{}), hooks: map[string]*worker{}, retries: map[string]*worker{},
-		sems: map[string]chan struct{}{}, ensured: map[string]*ensured{}, backoff: map[string]*restart{}, attemptLogs: map[string]*attemptLog{},
+		sems: map[string]chan struct{}{}, gone: map[string]bool{}, ensured: map[string]*ensured{}, backoff: map[string]*restart{}, attemptLogs: map[string]*attemptLog{},
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgmesh_webhook_attempts_total",
 			Help: "Webhook delivery attempts by outcome (delivered, permanent, temporary, refused)."}, []string{"outcome"}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgmesh_webhook_dead_letters_total",
@@ -239,8 +248,22 @@ func New(cfg Config) (*Dispatcher, error) {
 
 // SetGuard replaces the SSRF guard used from the next connection on.
 func (d *Dispatcher) SetGuard(g *ssrf.Guard) {
-	d.client.Store(g.Client(d.cfg.TLS, d.cfg.Webhooks.AttemptTimeout))
+	c := g.Client(d.cfg.TLS, d.cfg.Webhooks.AttemptTimeout)
+	if t, ok := c.Transport.(*http.Transport); ok {
+		// Every webhook of every tenant shares this client, and many
+		// webhooks often point at one receiver: keep as many idle
+		// connections per host as may be in flight to it (without HTTP/2
+		// each POST in flight is a connection; a smaller pool would close
+		// and handshake connections again all the time).
+		t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, idleConnsPerHost)
+		t.MaxIdleConns = max(t.MaxIdleConns, 4*idleConnsPerHost)
+	}
+	d.client.Store(c)
 }
+
+// idleConnsPerHost is how many idle connections to one webhook host the
+// dispatcher keeps.
+const idleConnsPerHost = 256
 
 func (d *Dispatcher) httpClient() *http.Client { return d.client.Load() }
 
@@ -249,6 +272,14 @@ func (d *Dispatcher) httpClient() *http.Client { return d.client.Load() }
 func (d *Dispatcher) OnControlEvent(ev controlstate.Event, outcome error) {
 	if outcome != nil {
 		return
+	}
+	if ev.Type == controlstate.TypeWebhookDeleted {
+		var del controlstate.WebhookDeletedData
+		if err := json.Unmarshal(ev.Data, &del); err == nil {
+			d.goneMu.Lock()
+			d.gone[del.Tenant+"/"+del.ID] = true
+			d.goneMu.Unlock()
+		}
 	}
 	switch ev.Type {
 	case controlstate.TypeWebhookCreated, controlstate.TypeWebhookEnabled, controlstate.TypeWebhookDisabled,
@@ -587,6 +618,25 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *le
 		return attemptResult{}, err
 	}
 	l.Posts = n
+	return d.post1(ctx, wh, l), nil
+}
+
+// attemptCounted is attempt for a letter whose POST is already counted
+// (attemptLog.startAll): it waits for a concurrency slot and POSTs. An
+// error (ctx ended first) means no attempt was made.
+func (d *Dispatcher) attemptCounted(ctx context.Context, wh controlstate.Webhook, l *letter) (attemptResult, error) {
+	s := d.sem(wh.ID)
+	select {
+	case s <- struct{}{}:
+	case <-ctx.Done():
+		return attemptResult{}, ctx.Err()
+	}
+	defer func() { <-s }()
+	return d.post1(ctx, wh, l), nil
+}
+
+// post1 makes the POST of an attempt already counted, and records it.
+func (d *Dispatcher) post1(ctx context.Context, wh controlstate.Webhook, l *letter) (res attemptResult) {
 	pctx := context.WithoutCancel(ctx)
 	if d.cfg.Tracer.Traced(l.Headers) {
 		var span trace.Span
@@ -595,13 +645,15 @@ func (d *Dispatcher) attempt(ctx context.Context, wh controlstate.Webhook, l *le
 	}
 	at := time.Now()
 	res = d.post(pctx, wh.URL, wh.Secret, l.MessageID, body(*l))
-	d.events.record(*l, res, at, time.Since(at))
+	if d.cfg.Webhooks.AttemptLog {
+		d.events.record(*l, res, at, time.Since(at))
+	}
 	d.attempts.WithLabelValues(res.Outcome.String()).Inc()
 	if res.Outcome != Delivered {
 		d.log.Debug("webhook attempt failed", "webhook", wh.ID, "message", l.MessageID, "attempt", l.Attempt,
 			"status", res.Status, "err", res.describe(), "outcome", res.Outcome)
 	}
-	return res, nil
+	return res
 }
 
 // startAttemptSpan starts the span of one POST of a traced message, a

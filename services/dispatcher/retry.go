@@ -28,7 +28,8 @@ import (
 // same attempt number and a not-before backoff_max later, so it is looked
 // at again at most once per backoff_max while the webhook stays disabled,
 // and delivered once it is enabled again. A record of a deleted webhook
-// is dropped.
+// is dropped; one of a webhook the projection does not know yet waits for
+// it (dropUnknown).
 func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 	for {
 		aborted, err := d.retrySession(ctx, tenant)
@@ -47,9 +48,12 @@ func (d *Dispatcher) runRetry(ctx context.Context, tenant string) error {
 // was never committed).
 func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted bool, err error) {
 	topic := d.names.RetryTopic(tenant)
-	perPoll := d.cfg.Webhooks.RetryPartitions
-	var assigned, lost atomic.Bool
-	sess, err := d.session(topic, topic, time.Duration(perPoll)*(d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout), &assigned, &lost)
+	// A poll takes up to retryPollRecords records; a partition's run
+	// starts no new record after pollBudget (its first one excepted: it
+	// may wait backoff_max, then make its attempt), the rest is read again.
+	perPoll := retryPollRecords
+	var assigned, lost, hurry atomic.Bool // hurry: unused
+	sess, err := d.session(topic, topic, pollBudget+d.cfg.Webhooks.BackoffMax+d.cfg.Webhooks.AttemptTimeout, &assigned, &lost, &hurry)
 	if err != nil {
 		return false, fmt.Errorf("retry consumer %s: %w", tenant, err)
 	}
@@ -91,11 +95,18 @@ func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted b
 		var out, unhandled []*kgo.Record
 		var finished []string
 		var wg sync.WaitGroup
+		deadline := time.Now().Add(pollBudget)
 		for _, recs := range byPart {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for _, r := range recs {
+				for i, r := range recs {
+					if i > 0 && time.Now().After(deadline) {
+						mu.Lock()
+						unhandled = append(unhandled, r) // read again
+						mu.Unlock()
+						return
+					}
 					next, done, fin, err := d.retryOne(ctx, tenant, r)
 					mu.Lock()
 					if next != nil {
@@ -118,7 +129,7 @@ func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted b
 			}()
 		}
 		wg.Wait()
-		committed, err := d.commitStep(ctx, sess, byPart, out, unhandled, d.cfg.Webhooks.UnsafeTestHoldRetryCommit)
+		committed, err := d.commitStep(ctx, sess, positions(byPart, unhandled), out, d.cfg.Webhooks.UnsafeTestHoldRetryCommit)
 		sess.AllowRebalance()
 		if err != nil {
 			failure = errors.Join(failure, err)
@@ -143,6 +154,9 @@ func (d *Dispatcher) retrySession(ctx context.Context, tenant string) (aborted b
 	}
 }
 
+// retryPollRecords caps one poll of a tenant's retry consumer.
+const retryPollRecords = 500
+
 // topicGone reports whether err says a topic does not exist (any more).
 func topicGone(err error) bool {
 	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
@@ -160,7 +174,10 @@ func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record)
 	}
 	l.Tenant = tenant
 	if _, ok := d.state.Webhook(tenant, l.Webhook); !ok {
-		return nil, true, attemptKey(l), nil // deleted: its retries go with it
+		if d.dropUnknown(ctx, l, r) {
+			return nil, true, attemptKey(l), nil // deleted: its retries go with it
+		}
+		return nil, false, "", nil
 	}
 	// Wait for the not-before time first, whatever the webhook's state, so
 	// that a parked record is looked at once per backoff_max and not in
@@ -176,7 +193,10 @@ func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record)
 	}
 	wh, ok := d.state.Webhook(tenant, l.Webhook)
 	if !ok {
-		return nil, true, attemptKey(l), nil
+		if d.dropUnknown(ctx, l, r) {
+			return nil, true, attemptKey(l), nil
+		}
+		return nil, false, "", nil
 	}
 	if !wh.Enabled {
 		return d.park(l), true, "", nil
@@ -199,6 +219,43 @@ func (d *Dispatcher) retryOne(ctx context.Context, tenant string, r *kgo.Record)
 		finished = attemptKey(l)
 	}
 	return next, true, finished, nil
+}
+
+// unknownGrace is how long a retry record of a webhook this process's
+// control projection does not know (and did not see deleted) waits for
+// the projection to catch up before it is dropped anyway (its webhook's
+// events are gone from the control log, say).
+const unknownGrace = time.Minute
+
+// dropUnknown decides about retry record r (letter l) of a webhook the
+// control projection does not have: true (drop it, logged) when the
+// projection applied the webhook's deletion or r is older than
+// unknownGrace; otherwise it waits a moment (at most a second, or until
+// ctx ends) and returns false: the record is left where it is and read
+// again, since the node that wrote it knew the webhook and this one's
+// projection may merely be behind. Dropping it then would commit past a
+// message that never got its next attempt nor a dead letter.
+func (d *Dispatcher) dropUnknown(ctx context.Context, l letter, r *kgo.Record) bool {
+	d.goneMu.Lock()
+	deleted := d.gone[l.Tenant+"/"+l.Webhook]
+	d.goneMu.Unlock()
+	age := time.Since(r.Timestamp)
+	switch {
+	case deleted:
+		d.log.Info("webhook retries: dropping a retry of a deleted webhook", "tenant", l.Tenant, "webhook", l.Webhook, "message", l.MessageID, "attempt", l.Attempt)
+		return true
+	case age > unknownGrace:
+		d.log.Warn("webhook retries: dropping a retry of a webhook the control log does not know", "tenant", l.Tenant, "webhook", l.Webhook,
+			"message", l.MessageID, "attempt", l.Attempt, "record_age", age.Round(time.Second))
+		return true
+	}
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // park is l again, same attempt number, to be looked at after
