@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 )
 
 // attemptLog is the write-ahead count of a tenant's webhook POSTs, so that
@@ -98,7 +100,7 @@ func (a *attemptLog) followOnce(ctx context.Context) error {
 	a.mu.Unlock()
 	// One partition (EnsureTopics); an offset compacted away resets to
 	// the start.
-	opts := append(append([]kgo.Opt{}, a.d.cfg.ClientOpts...),
+	opts := kafkaclient.With(a.d.cfg.ClientOpts,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{a.topic: {0: from}}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(500*time.Millisecond),

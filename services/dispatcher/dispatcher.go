@@ -51,6 +51,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/cursor"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/ssrf"
 	"github.com/msgmesh/msgmesh/platform/tracing"
@@ -208,7 +209,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.ClientOpts...),
+	prod, err := kgo.NewClient(kafkaclient.With(cfg.ClientOpts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes)),
 		kgo.ProducerLinger(0),

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/webhookstore"
 )
 
@@ -538,7 +539,7 @@ func (d *Dispatcher) commitStep(ctx context.Context, sess *kgo.GroupTransactSess
 // session loses its partitions (its member was dropped from the group:
 // a pause beyond the session timeout, say).
 func (d *Dispatcher) session(group, topic string, work time.Duration, assigned, lost, hurry *atomic.Bool) (*kgo.GroupTransactSession, error) {
-	return kgo.NewGroupTransactSession(append(append([]kgo.Opt{}, d.cfg.ClientOpts...),
+	return kgo.NewGroupTransactSession(kafkaclient.With(d.cfg.ClientOpts,
 		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { assigned.Store(true) }),
 		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) { lost.Store(true) }),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { hurry.Store(true) }),

@@ -19,6 +19,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/platform/tracing"
 	"github.com/msgmesh/msgmesh/services/gateway/pollgroup"
@@ -83,7 +84,7 @@ type metrics struct {
 // New makes a Gateway. clientOpts reach Kafka; reg receives metrics.
 func New(cfg Config, state *controlstate.State, topics Topics, quota Quota, clientOpts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
 	maxBatch := int32(cfg.Publish.RecordBatchBytes())
-	producer, err := kgo.NewClient(append(append([]kgo.Opt{}, clientOpts...),
+	producer, err := kgo.NewClient(kafkaclient.With(clientOpts,
 		kgo.RequiredAcks(kgo.AllISRAcks()), // with the idempotent producer (franz-go's default)
 		kgo.ProducerBatchMaxBytes(maxBatch),
 		kgo.RecordDeliveryTimeout(cfg.Kafka.RequestTimeout),
@@ -97,7 +98,7 @@ func New(cfg Config, state *controlstate.State, topics Topics, quota Quota, clie
 		// A partition handed over in a rebalance is first fetched when the
 		// fetch in flight ends: 1 s bounds that delay (franz-go's default is
 		// 5 s) at the cost of one idle fetch per member per second.
-		ClientOpts:  append(append([]kgo.Opt{}, clientOpts...), kgo.FetchMaxWait(time.Second)),
+		ClientOpts:  kafkaclient.With(clientOpts, kgo.FetchMaxWait(time.Second)),
 		IdleTimeout: cfg.Poll.ConsumerIdleTimeout,
 		// Static members: a node restarted after a crash gets its poll
 		// consumers' partitions back at once (issue 18 item 7).

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/auth"
+	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	protows "github.com/msgmesh/msgmesh/proto/ws"
 )
@@ -77,7 +78,9 @@ func FuzzParseStart(f *testing.F) {
 func newFuzzService(t testing.TB, st *controlstate.State) *Service {
 	t.Helper()
 	authn := &auth.Authenticator{State: st}
+	defaults := config.Defaults()
 	s, err := New(Config{State: st, Authenticate: authn.Authenticate, TopicPrefix: "fuzz",
+		Realtime: defaults.Realtime, RequestTimeout: defaults.Kafka.RequestTimeout,
 		ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}})
 	if err != nil {
 		t.Fatal(err)

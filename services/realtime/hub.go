@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/message"
 )
 
@@ -177,7 +178,7 @@ func (h *hub) start(ctx context.Context) {
 		for p, o := range front {
 			offs[int32(p)] = kgo.NewOffset().At(o)
 		}
-		cl, err = kgo.NewClient(append(append([]kgo.Opt{}, s.clientOpts...),
+		cl, err = kgo.NewClient(kafkaclient.With(s.clientOpts,
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{h.topic: offs}),
 			kgo.FetchMaxWait(250*time.Millisecond),
 			kgo.KeepControlRecords(),

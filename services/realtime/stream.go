@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/message"
 )
 
@@ -526,7 +527,7 @@ func (st *stream) catchUpLoop(ctx context.Context, front []int64, emit func(even
 			if err != nil {
 				return err
 			}
-			cl, err := kgo.NewClient(append(append([]kgo.Opt{}, s.clientOpts...),
+			cl, err := kgo.NewClient(kafkaclient.With(s.clientOpts,
 				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{st.topic.KafkaTopic: offs}),
 				kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(1<<20),
 				kgo.FetchMaxWait(250*time.Millisecond),
