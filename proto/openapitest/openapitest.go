@@ -114,6 +114,31 @@ func (v *V) Check(t testing.TB, req *http.Request, reqBody []byte, resp *http.Re
 	}
 }
 
+// Exchange sends req (its body is reqBody) with http.DefaultClient, checks
+// the exchange as Check does and returns the response, its body and the
+// body decoded as a JSON object (nil when empty). A transport error or a
+// body that is not JSON fails the test at once.
+func (v *V) Exchange(t testing.TB, req *http.Request, reqBody []byte) (*http.Response, []byte, map[string]any) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Check(t, req, reqBody, resp, got)
+	var m map[string]any
+	if len(got) > 0 {
+		if err := json.Unmarshal(got, &m); err != nil {
+			t.Fatalf("%s %s: %d, body not JSON: %q", req.Method, req.URL.Path, resp.StatusCode, got)
+		}
+	}
+	return resp, got, m
+}
+
 // Problems is Check returning the mismatches instead of reporting them.
 func (v *V) Problems(req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) []string {
 	var out []string

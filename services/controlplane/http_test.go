@@ -3,7 +3,6 @@ package controlplane
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -94,22 +93,7 @@ func (a *testAPI) do(method, path, cred string, body any) (int, map[string]any) 
 	if cred != "" {
 		req.Header.Set("Authorization", "Bearer "+cred)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	got, err := io.ReadAll(resp.Body)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	a.v.Check(a.t, req, raw, resp, got)
-	var m map[string]any
-	if len(got) > 0 {
-		if err := json.Unmarshal(got, &m); err != nil {
-			a.t.Fatalf("%s %s: %d, body not JSON: %q", method, path, resp.StatusCode, got)
-		}
-	}
+	resp, _, m := a.v.Exchange(a.t, req, raw)
 	return resp.StatusCode, m
 }
 

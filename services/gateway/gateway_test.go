@@ -3,9 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -160,22 +158,7 @@ func (g *testGateway) do(method, path, cred string, body []byte, contentType str
 	if cred != "" {
 		req.Header.Set("Authorization", "Bearer "+cred)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	got, err := io.ReadAll(resp.Body)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	g.v.Check(g.t, req, body, resp, got)
-	var m map[string]any
-	if len(got) > 0 {
-		if err := json.Unmarshal(got, &m); err != nil {
-			g.t.Fatalf("%s %s: %d, body not JSON: %q", method, path, resp.StatusCode, got)
-		}
-	}
+	resp, _, m := g.v.Exchange(g.t, req, body)
 	return resp.StatusCode, resp.Header, m
 }
 
