@@ -79,19 +79,26 @@ func (hs *history) report() string {
 // faultsBetween reports whether a process fault (kill, pause) of a node
 // running one of roles began in [from, to].
 func (hs *history) faultsBetween(from, to time.Time, kinds ...string) bool {
+	return hs.countFaults(from, to, kinds...) > 0
+}
+
+// countFaults is how many faults of kinds began between from and to.
+func (hs *history) countFaults(from, to time.Time, kinds ...string) int {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
+	n := 0
 	for _, e := range hs.evs {
 		if e.at.Before(from) || e.at.After(to) || !strings.HasPrefix(e.what, "FAULT ") {
 			continue
 		}
 		for _, k := range kinds {
 			if strings.Contains(e.what, k) {
-				return true
+				n++
+				break
 			}
 		}
 	}
-	return false
+	return n
 }
 
 // node is one msgmesh process (restartable on the same address).

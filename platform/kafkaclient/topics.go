@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -53,10 +54,53 @@ func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, spec Topic
 	}
 	switch {
 	case err == nil:
-		return true, nil
+		created = true
 	case errors.Is(err, kerr.TopicAlreadyExists):
-		return false, nil
 	default:
 		return false, fmt.Errorf("create %s: %w", topic, err)
 	}
+	// A topic the controller has just made (here or on another node at the
+	// same moment) can stay unknown to the broker that leads a partition
+	// for a moment; a producer that writes then fails after its few unknown
+	// topic retries. Wait until metadata lists every partition with a
+	// leader, bounded so a slow broker delays the start rather than stops it.
+	return created, waitVisible(ctx, adm, topic)
+}
+
+// visibleWait bounds how long EnsureTopic waits for a topic's partitions
+// to be led; past it the topic is left to the producers' own retries.
+const visibleWait = 10 * time.Second
+
+func waitVisible(ctx context.Context, adm *kadm.Client, topic string) error {
+	ctx2, cancel := context.WithTimeout(ctx, visibleWait)
+	defer cancel()
+	backoff := 20 * time.Millisecond
+	for {
+		md, err := adm.Metadata(ctx2, topic)
+		if err == nil {
+			if td, ok := md.Topics[topic]; ok && td.Err == nil && len(td.Partitions) > 0 && allLed(td) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx2.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("wait for %s: %w", topic, ctx.Err())
+			}
+			return nil
+		case <-time.After(backoff):
+		}
+		if backoff < 500*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+func allLed(td kadm.TopicDetail) bool {
+	for _, p := range td.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
