@@ -1,6 +1,9 @@
 package app
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"net"
 	"net/http"
 
@@ -21,9 +24,14 @@ func (a *App) mountMCP() error {
 	if err != nil {
 		return err
 	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	a.toolKey = hex.EncodeToString(secret)
 	s, err := mcp.New(mcp.Config{
 		URL:        self,
-		HTTPClient: loopbackClient(),
+		HTTPClient: loopbackClient(a.toolKey),
 		Logger:     a.log.With("component", "mcp"),
 		Registerer: a.reg,
 	})
@@ -64,14 +72,42 @@ func (a *App) selfURL() (string, error) {
 	return "http://" + net.JoinHostPort(host, port), nil
 }
 
-// loopbackClient sends the MCP tools' API calls to this node: enough idle
-// connections for concurrent agents (the default keeps 2 per host).
-func loopbackClient() *http.Client {
+// hToolCall marks an API call a tool of this node's /mcp makes on the
+// caller's behalf; its value is the process's random toolKey, so no one
+// outside the process can send it.
+const hToolCall = "X-Msgmesh-Tool-Call"
+
+// loopbackClient sends the MCP tools' API calls to this node, marked with
+// key (hToolCall) unless it is empty (the panel's calls, each one a user's
+// request, are counted): enough idle connections for concurrent agents
+// (the default keeps 2 per host).
+func loopbackClient(key string) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 256
-	return &http.Client{Transport: t}
+	if key == "" {
+		return &http.Client{Transport: t}
+	}
+	return &http.Client{Transport: toolCalls{key: key, rt: t}}
+}
+
+type toolCalls struct {
+	key string
+	rt  http.RoundTripper
+}
+
+func (tc toolCalls) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(hToolCall, tc.key)
+	return tc.rt.RoundTrip(r)
+}
+
+// toolCall reports whether c is an API call made by a tool of this node's
+// /mcp (the /mcp request that caused it has been counted already).
+func (a *App) toolCall(c *gin.Context) bool {
+	v := c.GetHeader(hToolCall)
+	return a.toolKey != "" && v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(a.toolKey)) == 1
 }
 
 // MCP is the node's MCP server (its Waiters gauge is what tests read).

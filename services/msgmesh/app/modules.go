@@ -200,6 +200,7 @@ type App struct {
 	webhooks   *webhookstore.Store    // dispatcher.go
 	disp       *dispatcher.Dispatcher // dispatcher.go
 	mcp        *mcp.Server            // mcp.go
+	toolKey    string                 // mcp.go: marks the /mcp tools' own API calls
 	projector  *readmodel.Projector   // readmodel.go
 	authn      *auth.Authenticator
 	keyring    *keyring.Keyring
@@ -444,10 +445,12 @@ func (a *App) initLimits(ctx context.Context) error {
 }
 
 // rateLimit applies the tenant's request rate limit (429 with Retry-After)
-// to every authenticated call but the operator's.
+// to every authenticated call but the operator's. A call an MCP tool makes
+// through this node's API is not counted again: the /mcp request that made
+// it was (the messages it publishes are, against the message rate).
 func (a *App) rateLimit(c *gin.Context) {
 	p := auth.PrincipalOf(c)
-	if p.Operator {
+	if p.Operator || a.toolCall(c) {
 		c.Next()
 		return
 	}

@@ -28,7 +28,7 @@ func (a *App) initPanel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	client := loopbackClient()
+	client := loopbackClient("")
 	client.Timeout = 60 * time.Second
 	demo := &demoKeys{a: a}
 	p, err := panel.New(panel.Config{
@@ -48,7 +48,7 @@ func (a *App) initPanel(ctx context.Context) error {
 			Topic: DemoTopic,
 			Key:   demo.get,
 			Watch: func(ctx context.Context, key, cursor string) (any, error) {
-				c, err := msgmesh.New(msgmesh.Options{URL: self, APIKey: key, HTTPClient: loopbackClient()})
+				c, err := msgmesh.New(msgmesh.Options{URL: self, APIKey: key, HTTPClient: loopbackClient("")})
 				if err != nil {
 					return nil, err
 				}
