@@ -106,6 +106,9 @@ type State struct {
 	webhooks map[string]*Webhook
 	// wrapper opens sealed secrets (secrets.go); nil opens none.
 	wrapper Wrapper
+	// ended holds the panel sessions logged out, until they expire
+	// (sessions.go).
+	ended map[string]time.Time
 }
 
 // NewState returns an empty projection that opens no sealed secret (they
@@ -268,6 +271,9 @@ func (s *State) Apply(ev Event) error {
 			return err
 		}
 		if handled, err := s.applySecretLocked(ev); handled {
+			return err
+		}
+		if handled, err := s.applySessionLocked(ev); handled {
 			return err
 		}
 		return fmt.Errorf("%w: unknown type %q", ErrInvalid, ev.Type)

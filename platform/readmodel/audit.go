@@ -96,6 +96,9 @@ func auditOf(ev controlstate.Event, pos Position) *AuditEvent {
 	case controlstate.TypeWebhookSecretRewrapped:
 		keep("id")
 		summary = "webhook " + str("id") + " secret re-encrypted under the current key-encryption key"
+	case controlstate.TypePanelSessionEnded:
+		// The session id stays out: the audit says who logged out when.
+		summary = "panel session ended (logged out)"
 	default:
 		// Process-wide events (signing keys) and types of later versions:
 		// nothing a tenant reads.

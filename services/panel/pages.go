@@ -176,7 +176,15 @@ func (p *Panel) login(c *gin.Context) {
 
 func (p *Panel) logout(c *gin.Context) {
 	s := sess(c)
-	p.loggedOut.add(s.ID, time.Unix(s.Expires, 0), p.now())
+	until := time.Unix(s.Expires, 0)
+	p.loggedOut.add(s.ID, until, p.now())
+	if p.cfg.Sessions != nil {
+		if err := p.cfg.Sessions.End(c.Request.Context(), s.Tenant, s.Key, s.ID, until); err != nil {
+			// Ended here already; the other nodes would still open a kept
+			// copy of the cookie until it expires.
+			p.log.Warn("panel: logout not recorded for the other nodes", "tenant", s.Tenant, "err", err)
+		}
+	}
 	p.setCookie(c, "", -1)
 	c.Redirect(http.StatusSeeOther, "/panel/login")
 }

@@ -61,11 +61,23 @@ type Config struct {
 	// tenant_suspended, without the reason). Nil: suspension is shown only
 	// as the API's error.
 	Suspension func(key string) (tenant, reason string, suspended bool)
+	// Sessions, when set, ends a logged-out session on every node (the
+	// control log); without it a logout ends the session on this node only.
+	Sessions Sessions
 	// Demo is the live demo's configuration and its server-side parts.
 	Demo Demo
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+}
+
+// Sessions ends panel sessions across nodes.
+type Sessions interface {
+	// End records that session id of tenant (its key is key) was logged
+	// out; it would have expired at until.
+	End(ctx context.Context, tenant, key, id string, until time.Time) error
+	// Ended reports whether session id was logged out on any node.
+	Ended(id string) bool
 }
 
 // Demo configures /demo.

@@ -89,7 +89,7 @@ func (p *Panel) open(ctx context.Context, v string) (session, error) {
 	if p.now().Unix() >= s.Expires {
 		return session{}, errNoSession
 	}
-	if p.loggedOut.has(s.ID) {
+	if p.loggedOut.has(s.ID) || (p.cfg.Sessions != nil && p.cfg.Sessions.Ended(s.ID)) {
 		return session{}, errNoSession
 	}
 	return s, nil
@@ -156,7 +156,9 @@ func checkCSRF(c *gin.Context, s session) bool {
 
 // logouts remembers the sessions logged out on this node until they
 // expire (bounded): their cookie stops working here at once even if a
-// copy of it was kept. The browser's own copy is deleted by the answer.
+// copy of it was kept, and on the other nodes once they have read the
+// control log's record of it (Config.Sessions). The browser's own copy is
+// deleted by the answer.
 type logouts struct {
 	mu sync.Mutex
 	m  map[string]time.Time

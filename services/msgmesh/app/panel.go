@@ -41,6 +41,7 @@ func (a *App) initPanel(ctx context.Context) error {
 		Usage:      a.limiter.Usage,
 		Limits:     a.cfg.Limits,
 		Suspension: a.suspension,
+		Sessions:   panelSessions{a},
 		Now:        a.now,
 		Logger:     a.log.With("component", "panel"),
 		Demo: panel.Demo{
@@ -140,6 +141,24 @@ func (d *demoKeys) revoke(ctx context.Context) {
 	}
 	d.key, d.keyID = "", ""
 }
+
+// panelSessions records panel logouts in the control log, so that every
+// node refuses the session's cookie from then on.
+type panelSessions struct{ a *App }
+
+func (ps panelSessions) End(ctx context.Context, tenant, key, id string, until time.Time) error {
+	actor := "panel"
+	if k, ok := ps.a.clog.State().KeyByHash(auth.HashKey(key)); ok {
+		actor = auth.Principal{Tenant: k.Tenant, KeyID: k.ID}.Actor()
+	}
+	ctx, cancel := context.WithTimeout(controlstate.WithActor(ctx, actor), 5*time.Second)
+	defer cancel()
+	_, err := ps.a.clog.Append(ctx, controlstate.TypePanelSessionEnded,
+		controlstate.PanelSessionEndedData{Tenant: tenant, SessionID: id, Until: until.UTC()})
+	return err
+}
+
+func (ps panelSessions) Ended(id string) bool { return ps.a.clog.State().SessionEnded(id) }
 
 // suspension: for a valid, unrevoked key of a suspended tenant, the
 // tenant and the operator's reason (shown on the panel's overview).
