@@ -195,9 +195,9 @@ func TestRealtimeSSEResyncBeyondWindow(t *testing.T) {
 	h.CreateTopic(t, n.URL, key, "win", 3)
 	s = mustSSE(t, n.URL, key, "win", nil, id)
 	wantResync(s, "epoch")
-	// Published through the other node: n's gateway producer still holds
-	// the old topic id after delete + re-create (a gateway issue, reported).
-	publishSeq(t, aged.URL, key, "win", 100, 101, "x")
+	// Published through n, whose producer wrote to the deleted topic: it
+	// drops the old topic id on UNKNOWN_TOPIC_ID and writes to the new one.
+	publishSeq(t, n.URL, key, "win", 100, 101, "x")
 	if m := s.Messages(t, 1, 30*time.Second)[0]; seqOf(t, m.Msg) != 100 {
 		t.Fatalf("after the epoch resync got seq %d, want 100", seqOf(t, m.Msg))
 	}
