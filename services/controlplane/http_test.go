@@ -36,7 +36,11 @@ type testAPI struct {
 }
 
 // newTestAPI is the one place this package's tests construct a Service.
-func newTestAPI(t *testing.T) *testAPI {
+func newTestAPI(t *testing.T) *testAPI { t.Helper(); return newTestAPIWith(t, nil) }
+
+// newTestAPIWith is newTestAPI with setup run on the Service before it
+// serves (SetWebhooks...).
+func newTestAPIWith(t *testing.T, setup func(svc *Service, cfg config.Config, clog *controlstate.MemoryLog, adm *kadm.Client)) *testAPI {
 	t.Helper()
 	k, _, err := keyring.NewKey()
 	if err != nil {
@@ -56,7 +60,11 @@ func newTestAPI(t *testing.T) *testAPI {
 	cfg.Kafka.TopicPrefix = kafkatest.Name("cphttp")
 	cfg.OperatorKey = operatorKey
 	clog := controlstate.NewMemoryLog(kr)
-	svc := New(ConfigOf(cfg), clog, kadm.NewClient(cl), slog.New(slog.DiscardHandler))
+	adm := kadm.NewClient(cl)
+	svc := New(ConfigOf(cfg), clog, adm, slog.New(slog.DiscardHandler))
+	if setup != nil {
+		setup(svc, cfg, clog, adm)
+	}
 
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
