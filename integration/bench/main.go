@@ -214,10 +214,13 @@ func run(o options) error {
 		}
 	}
 
-	if o.oneCore && o.inprocess {
+	// The realtime and webhooks scenarios start their own servers (and
+	// their own one-core ones): restart this one only for publish and poll.
+	httpOneCore := o.oneCore && (want["single"] || want["batch"] || want["ndjson"] || want["poll"] || want["pollgroup"])
+	if httpOneCore && o.inprocess {
 		logf("-one-core needs a msgmesh subprocess: the publish and poll rows on one core are skipped with -inprocess")
 	}
-	if o.oneCore && !o.inprocess {
+	if httpOneCore && !o.inprocess {
 		// The same HTTP scenarios with msgmesh on one core: a new server on
 		// the same prefix (the topics and the pre-filled records are there).
 		logf("restarting msgmesh on one core (GOMAXPROCS=1, taskset -c 0 where available)")

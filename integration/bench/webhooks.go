@@ -479,7 +479,7 @@ func reportWebhooks(w io.Writer, rep *whReport) {
 			}
 			return "—"
 		}
-		_, _ = fmt.Fprintf(w, "\n#### Webhooks dispatch [1 core] (%s)\n\n", how)
+		_, _ = fmt.Fprintf(w, "\n### Webhooks dispatch [1 core] (%s)\n\n", how)
 		_, _ = fmt.Fprintf(w, "The same scenarios (same offered load, `webhooks.attempt_log=%v`) on a fresh msgmesh limited to one core; the broker and this process (publisher and receiver) are not limited. POSTs per msgmesh CPU-s = delivered POSTs / msgmesh's CPU seconds (utime+stime from /proc/<pid>/stat, first publish → end of the drain); \"all cores\" is the same figure of the main table's row.\n\n", rep.LogOn)
 		_, _ = fmt.Fprintln(w, "| Webhooks | Published msgs/s | Expected POSTs | Delivered | Complete | Delivered POSTs/s | p50 | p99 | Duplicates | msgmesh CPU s | POSTs per msgmesh CPU-s | all cores: POSTs/s, per CPU-s |")
 		_, _ = fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
