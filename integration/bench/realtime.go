@@ -224,7 +224,11 @@ func realtimeSet(rep *rtReport, o rtOptions, sseCounts, wsCounts []int, msgmeshB
 	// running, so that what it costs is not counted as per-connection
 	// memory.
 	for _, tg := range targets {
-		logf("realtime%s: %s (pid %d)", label, tg.name(), tg.pid())
+		if oneCore {
+			logf("realtime%s: %s (pid %d, CPUs %s)", label, tg.name(), tg.pid(), cpusAllowed(tg.pid()))
+		} else {
+			logf("realtime: %s (pid %d)", tg.name(), tg.pid())
+		}
 		anchor := newFleet("sse", 1)
 		defer anchor.close()
 		if err := anchor.open(tg, 1); err != nil {

@@ -93,6 +93,21 @@ func oneCoreCommand(bin string, args ...string) (cmd *exec.Cmd, pinned bool) {
 	return exec.Command(bin, args...), false
 }
 
+// cpusAllowed is pid's Cpus_allowed_list from /proc ("?" if unreadable):
+// the log shows that a -one-core process really is pinned.
+func cpusAllowed(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
 // startServerWith is startServer with opts.
 func startServerWith(bin, brokers string, inprocess bool, readyTimeout time.Duration, opts serverOpts) (*server, error) {
 	addr, err := freePort()

@@ -265,6 +265,9 @@ func webhookRuns(o whOptions, counts []int, msgmeshBin, brokers string, rc *whRe
 		srv.stop()
 		cleanup(strings.Split(brokers, ","), srv.prefix)
 	}()
+	if oneCore {
+		logf("  msgmesh [1 core]: pid %d, CPUs %s", srv.pid, cpusAllowed(srv.pid))
+	}
 	var out []whResult
 	for _, n := range counts {
 		r, err := webhookScenario(srv, rc, o, n)
