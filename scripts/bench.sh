@@ -59,10 +59,13 @@ fi
 
 out=docs/benchmarks-latest.md
 tmp=$(mktemp "${TMPDIR:-/tmp}/msgmesh-bench.XXXXXX")
-# Bounded: every scenario has its own time limit; this is the backstop.
-# -one-core: the publish and poll rows again with msgmesh on one core
-# (GOMAXPROCS=1, taskset -c 0); pass -one-core=false to skip them.
-if timeout 30m go run ./integration/bench -brokers "$brokers" -msgmesh bin/msgmesh -out "$tmp" -one-core "${realtime_args[@]}" "$@"; then
+# Bounded: every scenario has its own time limit; this is the backstop
+# (about 30 minutes on a loaded machine before the realtime and webhooks
+# one-core rows, which add at most about 15).
+# -one-core: the publish, poll, realtime and webhooks rows again with
+# msgmesh (and, for realtime, Centrifugo) on one core (GOMAXPROCS=1,
+# taskset -c 0); pass -one-core=false to skip them.
+if timeout 45m go run ./integration/bench -brokers "$brokers" -msgmesh bin/msgmesh -out "$tmp" -one-core "${realtime_args[@]}" "$@"; then
   mv "$tmp" "$out"
   say "report written to $out"
 else

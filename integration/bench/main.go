@@ -71,7 +71,7 @@ func main() {
 	flag.DurationVar(&o.pollTimeout, "poll-timeout", 5*time.Minute, "upper bound of each consume scenario")
 	flag.StringVar(&o.scenarios, "scenarios", "single,batch,ndjson,poll,pollgroup,realtime,webhooks", "which comparisons to run: single, batch, ndjson, poll, pollgroup, realtime, webhooks")
 	flag.IntVar(&o.groupSize, "poll-group", 6, "consumers of the pollgroup scenario (HTTP and direct), reading one topic of -partitions partitions")
-	flag.BoolVar(&o.oneCore, "one-core", false, "then run the HTTP publish and poll scenarios again with msgmesh limited to 1 core (GOMAXPROCS=1, taskset -c 0 where available): a second row set, with msgs per msgmesh CPU-second")
+	flag.BoolVar(&o.oneCore, "one-core", false, "then run the HTTP publish and poll scenarios again with msgmesh limited to 1 core (GOMAXPROCS=1, taskset -c 0 where available): a second row set, with msgs per msgmesh CPU-second; likewise the realtime fan-outs (msgmesh and Centrifugo both on that core, deliveries per server CPU-second) and the webhook dispatch (POSTs per msgmesh CPU-second)")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write this process's CPU profile here (with -inprocess it covers the gateway)")
 	flag.StringVar(&o.kafkaVersion, "kafka-version", "4.4.0", "broker version, for the report")
@@ -80,6 +80,7 @@ func main() {
 	registerRealtimeFlags(&o.rt)
 	registerWebhookFlags(&o.wh)
 	flag.Parse()
+	o.rt.oneCore, o.wh.oneCore = o.oneCore, o.oneCore
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: error:", err)
 		os.Exit(1)
@@ -213,10 +214,13 @@ func run(o options) error {
 		}
 	}
 
-	if o.oneCore && o.inprocess {
-		logf("-one-core needs a msgmesh subprocess: skipped with -inprocess")
+	// The realtime and webhooks scenarios start their own servers (and
+	// their own one-core ones): restart this one only for publish and poll.
+	httpOneCore := o.oneCore && (want["single"] || want["batch"] || want["ndjson"] || want["poll"] || want["pollgroup"])
+	if httpOneCore && o.inprocess {
+		logf("-one-core needs a msgmesh subprocess: the publish and poll rows on one core are skipped with -inprocess")
 	}
-	if o.oneCore && !o.inprocess {
+	if httpOneCore && !o.inprocess {
 		// The same HTTP scenarios with msgmesh on one core: a new server on
 		// the same prefix (the topics and the pre-filled records are there).
 		logf("restarting msgmesh on one core (GOMAXPROCS=1, taskset -c 0 where available)")

@@ -36,6 +36,10 @@ type rtOptions struct {
 	centrifugo string
 	partitions int
 	rounds     int
+	// oneCore (main's -one-core, not a flag of its own): after the rows
+	// above, each fan-out once more on a fresh msgmesh and Centrifugo
+	// both limited to one core (rtReport.OneCore).
+	oneCore bool
 }
 
 // registerRealtimeFlags adds the realtime flags to the default flag set.
@@ -79,6 +83,8 @@ type rtTarget interface {
 	ws() (url, bearer string, hello []byte)
 	// publish publishes one message with the JSON value v.
 	publish(ctx context.Context, v []byte) error
+	// pinned says whether the process runs under taskset (-one-core).
+	pinned() bool
 	stop()
 }
 
@@ -98,6 +104,15 @@ type rtResult struct {
 	Dropped   int64   // subscriber connections that ended during the window
 	Note      string
 	Round     int // 0-based (-realtime-rounds)
+}
+
+// perCPU is deliveries (events written to subscribers and received) per
+// server CPU-second; false when no CPU was measured.
+func (r rtResult) perCPU() (float64, bool) {
+	if r.CPU <= 0 {
+		return 0, false
+	}
+	return float64(r.Delivered) / r.CPU, true
 }
 
 func (r rtResult) rate() float64 {
@@ -124,6 +139,11 @@ type rtReport struct {
 	Results []rtResult
 	Mem     []rtMem
 	Notes   []string
+	// OneCore are the -one-core rows: each fan-out once (round 1) on a
+	// fresh msgmesh and Centrifugo with GOMAXPROCS=1, pinned to the same
+	// CPU when OneCorePinned (taskset found for both).
+	OneCore       []rtResult
+	OneCorePinned bool
 }
 
 // runRealtime runs the realtime scenarios on a fresh msgmesh (and on
@@ -141,6 +161,28 @@ func runRealtime(o rtOptions, msgmeshBin, brokers string) (*rtReport, error) {
 		return nil, errors.New("realtime flags: rate 1..10000, duration up to 5m, dial concurrency >= 1, payload >= 16, rounds 1..20")
 	}
 	rep := &rtReport{Opts: o}
+	if err := realtimeSet(rep, o, sseCounts, wsCounts, msgmeshBin, brokers, false); err != nil {
+		return nil, err
+	}
+	if o.oneCore {
+		logf("realtime again on one core: msgmesh and Centrifugo each with GOMAXPROCS=1, taskset -c %s where available", oneCoreCPU)
+		one := o
+		one.idle, one.rounds = 0, 1 // bounded: no memory rows, one round
+		if err := realtimeSet(rep, one, sseCounts, wsCounts, msgmeshBin, brokers, true); err != nil {
+			return nil, fmt.Errorf("one core: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+// realtimeSet starts the servers (on one core with oneCore), runs every
+// fan-out on each and stops them; the rows go to rep.Results, or with
+// oneCore to rep.OneCore.
+func realtimeSet(rep *rtReport, o rtOptions, sseCounts, wsCounts []int, msgmeshBin, brokers string, oneCore bool) error {
+	label := ""
+	if oneCore {
+		label = " [1 core]"
+	}
 	need := o.idle + 16
 	for _, n := range append(append([]int{}, sseCounts...), wsCounts...) {
 		need = max(need, n+16)
@@ -155,36 +197,49 @@ func runRealtime(o rtOptions, msgmeshBin, brokers string) (*rtReport, error) {
 			tg.stop()
 		}
 	}()
-	m, err := startMsgmeshRT(msgmeshBin, brokers, o.partitions, need)
+	m, err := startMsgmeshRT(msgmeshBin, brokers, o.partitions, need, oneCore)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	targets = append(targets, m)
 	if o.centrifugo != "" {
-		c, err := startCentrifugo(o.centrifugo)
+		c, err := startCentrifugo(o.centrifugo, oneCore)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		targets = append(targets, c)
-	} else {
+	} else if !oneCore {
 		rep.Notes = append(rep.Notes, "Centrifugo not run (no -centrifugo binary): no comparison.")
+	}
+	if oneCore {
+		rep.OneCorePinned = true
+		for _, tg := range targets {
+			rep.OneCorePinned = rep.OneCorePinned && tg.pinned()
+		}
+		if !rep.OneCorePinned {
+			logf("realtime [1 core]: taskset not found: only GOMAXPROCS=1")
+		}
 	}
 	// An anchor stream per server keeps its topic's reader (msgmesh's hub)
 	// running, so that what it costs is not counted as per-connection
 	// memory.
 	for _, tg := range targets {
-		logf("realtime: %s (pid %d)", tg.name(), tg.pid())
+		if oneCore {
+			logf("realtime%s: %s (pid %d, CPUs %s)", label, tg.name(), tg.pid(), cpusAllowed(tg.pid()))
+		} else {
+			logf("realtime: %s (pid %d)", tg.name(), tg.pid())
+		}
 		anchor := newFleet("sse", 1)
 		defer anchor.close()
 		if err := anchor.open(tg, 1); err != nil {
-			return nil, fmt.Errorf("%s: anchor stream: %w", tg.name(), err)
+			return fmt.Errorf("%s: anchor stream: %w", tg.name(), err)
 		}
 	}
 	if o.idle > 0 {
 		for _, tg := range targets {
 			m, err := measureIdle(tg, o)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", tg.name(), err)
+				return fmt.Errorf("%s: %w", tg.name(), err)
 			}
 			logf("  %s idle SSE: %d connections in %v, VmRSS %.1f → %.1f MiB: %.1f KiB per connection (%d failed)",
 				tg.name(), m.Conns, m.ConnectedIn.Round(time.Millisecond), float64(m.Before)/(1<<20), float64(m.After)/(1<<20), m.PerConn/1024, m.Failed)
@@ -197,10 +252,14 @@ func runRealtime(o rtOptions, msgmeshBin, brokers string) (*rtReport, error) {
 			return fmt.Errorf("%s: %w", tg.name(), err)
 		}
 		r.Round = round
-		logf("  %-10s %-4s x %5d (round %d): %8.0f delivered msgs/s (%d/%d, %.2f %%), p50 %v p99 %v, server CPU %.1f s, %d dropped%s",
+		logf("  %-10s %-4s x %5d (round %d): %8.0f delivered msgs/s (%d/%d, %.2f %%), p50 %v p99 %v, server CPU %.1f s, %d dropped%s%s",
 			tg.name(), transport, n, round+1, r.rate(), r.Delivered, r.Expected, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
-			r.Lat.quantile(0.5), r.Lat.quantile(0.99), r.CPU, r.Dropped, map[bool]string{true: " (" + r.Note + ")", false: ""}[r.Note != ""])
-		rep.Results = append(rep.Results, r)
+			r.Lat.quantile(0.5), r.Lat.quantile(0.99), r.CPU, r.Dropped, map[bool]string{true: " (" + r.Note + ")", false: ""}[r.Note != ""], label)
+		if oneCore {
+			rep.OneCore = append(rep.OneCore, r)
+		} else {
+			rep.Results = append(rep.Results, r)
+		}
 		return nil
 	}
 	type scenario struct {
@@ -223,12 +282,12 @@ func runRealtime(o rtOptions, msgmeshBin, brokers string) (*rtReport, error) {
 			}
 			for _, tg := range order {
 				if err := run(tg, sc.transport, sc.n, round); err != nil {
-					return nil, err
+					return err
 				}
 			}
 		}
 	}
-	return rep, nil
+	return nil
 }
 
 // measureIdle opens o.idle SSE streams that receive nothing and reads the
@@ -493,16 +552,86 @@ func reportRealtime(w io.Writer, rep *rtReport) {
 			_, _ = fmt.Fprintln(w, l)
 		}
 	}
+	reportRealtimeOneCore(w, rep)
 	notes := append([]string{}, rep.Notes...)
 	for _, r := range rep.Results {
 		if r.Note != "" {
 			notes = append(notes, fmt.Sprintf("%s %s × %d: %s", r.Target, r.Transport, r.Subs, r.Note))
 		}
 	}
+	for _, r := range rep.OneCore {
+		if r.Note != "" {
+			notes = append(notes, fmt.Sprintf("%s %s × %d [1 core]: %s", r.Target, r.Transport, r.Subs, r.Note))
+		}
+	}
 	if len(notes) > 0 {
 		_, _ = fmt.Fprintln(w, "\nRealtime notes:")
 		for _, n := range notes {
 			_, _ = fmt.Fprintln(w, "- "+n)
+		}
+	}
+}
+
+// reportRealtimeOneCore prints the -one-core rows: every fan-out on each
+// server limited to one core, and per fan-out msgmesh next to Centrifugo.
+func reportRealtimeOneCore(w io.Writer, rep *rtReport) {
+	if len(rep.OneCore) == 0 {
+		return
+	}
+	how := "GOMAXPROCS=1 and taskset -c " + oneCoreCPU
+	if !rep.OneCorePinned {
+		how = "GOMAXPROCS=1 (taskset not found)"
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	perCPU := func(r rtResult) string {
+		if x, ok := r.perCPU(); ok {
+			return fmt.Sprintf("%.0f", x)
+		}
+		return "—"
+	}
+	_, _ = fmt.Fprintf(w, "\n### Realtime fan-out [1 core] (%s)\n\n", how)
+	_, _ = fmt.Fprintln(w, "The same fan-outs once more (one round, no idle-memory rows) on a fresh msgmesh and a fresh Centrifugo, each limited the same way, to the same CPU; only one of them is loaded at a time, and the broker and this process are not limited. Deliveries per CPU-s = events received by the subscribers / the server's CPU seconds (utime+stime from /proc/<pid>/stat, first publish → end of the drain).")
+	_, _ = fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w, "| Server | Transport | Subscribers | Published | Delivered | Complete | Delivered msgs/s | p50 | p99 | Server CPU s | Deliveries per CPU-s | Dropped |")
+	_, _ = fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, r := range rep.OneCore {
+		_, _ = fmt.Fprintf(w, "| %s [1 core] | %s | %d | %d | %d | %.2f %% | %.0f | %s | %s | %.1f | %s | %d |\n",
+			r.Target, strings.ToUpper(r.Transport), r.Connected, r.Published, r.Delivered, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
+			r.rate(), ms(r.Lat.quantile(0.5)), ms(r.Lat.quantile(0.99)), r.CPU, perCPU(r), r.Dropped)
+	}
+	type key struct {
+		tr string
+		n  int
+	}
+	cent := map[key]rtResult{}
+	for _, r := range rep.OneCore {
+		if r.Target == "centrifugo" {
+			cent[key{r.Transport, r.Subs}] = r
+		}
+	}
+	var rows []string
+	for _, r := range rep.OneCore {
+		c, ok := cent[key{r.Transport, r.Subs}]
+		if r.Target != "msgmesh" || !ok {
+			continue
+		}
+		p50, p99, c50, c99 := r.Lat.quantile(0.5), r.Lat.quantile(0.99), c.Lat.quantile(0.5), c.Lat.quantile(0.99)
+		eff := "—"
+		x, ok1 := r.perCPU()
+		y, ok2 := c.perCPU()
+		if ok1 && ok2 && y > 0 {
+			eff = fmt.Sprintf("%.2f×", x/y)
+		}
+		rows = append(rows, fmt.Sprintf("| %s × %d [1 core] | %s / %s (%.2f×) | %s / %s (%.2f×) | %s / %s | %s |",
+			strings.ToUpper(r.Transport), r.Subs, ms(p50), ms(c50), float64(p50)/float64(max(c50, 1)), ms(p99), ms(c99), float64(p99)/float64(max(c99, 1)),
+			perCPU(r), perCPU(c), eff))
+	}
+	if len(rows) > 0 {
+		_, _ = fmt.Fprintln(w)
+		_, _ = fmt.Fprintln(w, "| Fan-out | p50 msgmesh / Centrifugo | p99 msgmesh / Centrifugo | Deliveries per CPU-s msgmesh / Centrifugo | msgmesh / Centrifugo per CPU-s |")
+		_, _ = fmt.Fprintln(w, "|---|--:|--:|--:|--:|")
+		for _, l := range rows {
+			_, _ = fmt.Fprintln(w, l)
 		}
 	}
 }

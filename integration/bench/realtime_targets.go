@@ -54,11 +54,13 @@ type msgmeshRT struct {
 	token   string
 }
 
-func startMsgmeshRT(bin, brokers string, partitions, maxSubs int) (*msgmeshRT, error) {
+// startMsgmeshRT starts it; with oneCore on one core (GOMAXPROCS=1 and
+// taskset -c 0 where available, see serverOpts).
+func startMsgmeshRT(bin, brokers string, partitions, maxSubs int, oneCore bool) (*msgmeshRT, error) {
 	if maxSubs > 10000 { // realtime.max_subscribers' default
 		_ = os.Setenv("MSGMESH_REALTIME_MAX_SUBSCRIBERS", strconv.Itoa(maxSubs))
 	}
-	srv, err := startServer(bin, brokers, false, 90*time.Second)
+	srv, err := startServerWith(bin, brokers, false, 90*time.Second, serverOpts{oneCore: oneCore})
 	if err != nil {
 		return nil, fmt.Errorf("realtime msgmesh: %w", err)
 	}
@@ -90,6 +92,7 @@ func startMsgmeshRT(bin, brokers string, partitions, maxSubs int) (*msgmeshRT, e
 
 func (m *msgmeshRT) name() string { return "msgmesh" }
 func (m *msgmeshRT) pid() int     { return m.srv.pid }
+func (m *msgmeshRT) pinned() bool { return m.srv.pinned }
 
 func (m *msgmeshRT) sse() (string, string) {
 	return m.addr, "GET /v1/topics/rt/events?token=" + url.QueryEscape(m.token) + " HTTP/1.1\r\nHost: " + m.addr +
@@ -118,6 +121,7 @@ func (m *msgmeshRT) stop() {
 // transport beside the default WebSocket one.
 type centrifugoRT struct {
 	cmd    *exec.Cmd
+	pin    bool // runs under taskset (the -one-core rows)
 	dir    string
 	addr   string
 	apiKey string
@@ -132,7 +136,10 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func startCentrifugo(bin string) (*centrifugoRT, error) {
+// startCentrifugo starts it; with oneCore limited the way the one-core
+// msgmesh is (GOMAXPROCS=1 and taskset on the same CPU set where
+// available), so that the two compare on equal terms.
+func startCentrifugo(bin string, oneCore bool) (*centrifugoRT, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -164,6 +171,10 @@ func startCentrifugo(bin string) (*centrifugoRT, error) {
 		return nil, err
 	}
 	c.cmd = exec.Command(bin, "-c", path)
+	if oneCore {
+		c.cmd, c.pin = oneCoreCommand(bin, "-c", path)
+		c.cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	}
 	c.cmd.Dir = dir
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -194,6 +205,7 @@ func startCentrifugo(bin string) (*centrifugoRT, error) {
 
 func (c *centrifugoRT) name() string { return "centrifugo" }
 func (c *centrifugoRT) pid() int     { return c.cmd.Process.Pid }
+func (c *centrifugoRT) pinned() bool { return c.pin }
 
 func (c *centrifugoRT) sse() (string, string) {
 	connect := url.QueryEscape(`{"token":"` + c.token + `"}`)

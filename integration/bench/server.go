@@ -78,6 +78,36 @@ type serverOpts struct {
 	prefix, key string
 }
 
+// oneCoreCPU is the CPU set of every -one-core process (taskset -c).
+const oneCoreCPU = "0"
+
+// oneCoreCommand is the command that runs bin with args on one core: under
+// `taskset -c 0` where taskset exists (it execs bin, so the pid is bin's and
+// /proc/<pid>/stat counts bin's CPU), else bin alone (pinned false). The
+// caller adds GOMAXPROCS=1 to the environment: both limits together keep a
+// Go server to one core's worth of scheduling and of CPU.
+func oneCoreCommand(bin string, args ...string) (cmd *exec.Cmd, pinned bool) {
+	if ts, err := exec.LookPath("taskset"); err == nil {
+		return exec.Command(ts, append([]string{"-c", oneCoreCPU, bin}, args...)...), true
+	}
+	return exec.Command(bin, args...), false
+}
+
+// cpusAllowed is pid's Cpus_allowed_list from /proc ("?" if unreadable):
+// the log shows that a -one-core process really is pinned.
+func cpusAllowed(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
 // startServerWith is startServer with opts.
 func startServerWith(bin, brokers string, inprocess bool, readyTimeout time.Duration, opts serverOpts) (*server, error) {
 	addr, err := freePort()
@@ -116,10 +146,7 @@ func startServerWith(bin, brokers string, inprocess bool, readyTimeout time.Dura
 		s.stderr = &tailBuffer{max: 64 << 10}
 		s.cmd = exec.Command(bin, "serve")
 		if opts.oneCore {
-			if ts, err := exec.LookPath("taskset"); err == nil {
-				s.cmd = exec.Command(ts, "-c", "0", bin, "serve") // taskset execs bin: same pid
-				s.pinned = true
-			}
+			s.cmd, s.pinned = oneCoreCommand(bin, "serve")
 		}
 		s.cmd.Env = append(os.Environ(),
 			"MSGMESH_KAFKA_BROKERS="+brokers,

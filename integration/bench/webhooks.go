@@ -41,6 +41,10 @@ type whOptions struct {
 	// the report gives the ratio: issue 14's bound is at most a 10 %
 	// drop with it on).
 	attemptLog string
+	// oneCore (main's -one-core, not a flag of its own): after the rows
+	// above, every count once more on a fresh msgmesh limited to one core,
+	// with the main table's attempt log setting (whReport.OneCore).
+	oneCore bool
 }
 
 func registerWebhookFlags(o *whOptions) {
@@ -67,6 +71,15 @@ type whResult struct {
 	Note       string
 }
 
+// perCPU is delivered POSTs per msgmesh CPU-second; false when no CPU was
+// measured.
+func (r whResult) perCPU() (float64, bool) {
+	if r.CPU <= 0 {
+		return 0, false
+	}
+	return float64(r.Delivered) / r.CPU, true
+}
+
 func (r whResult) rate() float64 {
 	if r.Elapsed <= 0 {
 		return 0
@@ -82,6 +95,11 @@ type whReport struct {
 	NoLog   []whResult
 	// LogOn says whether Results ran with the attempt log.
 	LogOn bool
+	// OneCore are the -one-core rows: the same counts (attempt log as in
+	// Results) on a fresh msgmesh with GOMAXPROCS=1, under taskset -c 0
+	// when OneCorePinned.
+	OneCore       []whResult
+	OneCorePinned bool
 }
 
 // whReceiver is the HTTPS endpoint every webhook POSTs to (path /h/<n>).
@@ -140,6 +158,15 @@ func (rc *whReceiver) warmCount(paths []string) int {
 	return n
 }
 
+// resetWarm forgets which paths got a warm-up message: a later run on a
+// fresh msgmesh registers the same paths, and its warm-up must wait for
+// its own webhooks.
+func (rc *whReceiver) resetWarm() {
+	rc.mu.Lock()
+	rc.warm = map[string]bool{}
+	rc.mu.Unlock()
+}
+
 // reset starts a new scenario's counters.
 func (rc *whReceiver) reset() {
 	rc.mu.Lock()
@@ -180,7 +207,7 @@ func runWebhooks(o whOptions, msgmeshBin, brokers string) (*whReport, error) {
 	rep := &whReport{Opts: o, LogOn: logs[0]}
 	for i, on := range logs {
 		logf("  webhooks.attempt_log=%v", on)
-		rs, err := webhookRuns(o, counts, msgmeshBin, brokers, rc, on)
+		rs, _, err := webhookRuns(o, counts, msgmeshBin, brokers, rc, on, false)
 		if err != nil {
 			return nil, err
 		}
@@ -190,20 +217,32 @@ func runWebhooks(o whOptions, msgmeshBin, brokers string) (*whReport, error) {
 			rep.NoLog = rs
 		}
 	}
+	if o.oneCore {
+		logf("  webhooks.attempt_log=%v, msgmesh on one core (GOMAXPROCS=1, taskset -c %s where available)", logs[0], oneCoreCPU)
+		rs, pinned, err := webhookRuns(o, counts, msgmeshBin, brokers, rc, logs[0], true)
+		if err != nil {
+			return nil, fmt.Errorf("one core: %w", err)
+		}
+		if !pinned {
+			logf("  webhooks [1 core]: taskset not found: only GOMAXPROCS=1")
+		}
+		rep.OneCore, rep.OneCorePinned = rs, pinned
+	}
 	return rep, nil
 }
 
 // webhookRuns runs one scenario per count on a fresh msgmesh with
-// webhooks.attempt_log set to attemptLog.
-func webhookRuns(o whOptions, counts []int, msgmeshBin, brokers string, rc *whReceiver, attemptLog bool) ([]whResult, error) {
+// webhooks.attempt_log set to attemptLog, on one core with oneCore (pinned:
+// under taskset).
+func webhookRuns(o whOptions, counts []int, msgmeshBin, brokers string, rc *whReceiver, attemptLog, oneCore bool) (_ []whResult, pinned bool, _ error) {
 	dir, err := os.MkdirTemp("", "msgmesh-bench-wh")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	ca := filepath.Join(dir, "receiver.pem")
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rc.srv.Certificate().Raw}), 0o600); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// startServer passes this process's environment on: the two test-only
 	// settings for this server only.
@@ -215,29 +254,33 @@ func webhookRuns(o whOptions, counts []int, msgmeshBin, brokers string, rc *whRe
 	for k, v := range env {
 		_ = os.Setenv(k, v)
 	}
-	srv, err := startServer(msgmeshBin, brokers, false, 90*time.Second)
+	srv, err := startServerWith(msgmeshBin, brokers, false, 90*time.Second, serverOpts{oneCore: oneCore})
 	for k := range env {
 		_ = os.Unsetenv(k)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("webhooks msgmesh: %w", err)
+		return nil, false, fmt.Errorf("webhooks msgmesh: %w", err)
 	}
 	defer func() {
 		srv.stop()
 		cleanup(strings.Split(brokers, ","), srv.prefix)
 	}()
+	if oneCore {
+		logf("  msgmesh [1 core]: pid %d, CPUs %s", srv.pid, cpusAllowed(srv.pid))
+	}
 	var out []whResult
 	for _, n := range counts {
 		r, err := webhookScenario(srv, rc, o, n)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		logf("  %2d webhook(s) × %d msgs/s: %8.0f delivered POSTs/s (%d/%d, %.2f %%), p50 %v p99 %v, %d duplicates, msgmesh CPU %.1f s%s",
+		logf("  %2d webhook(s) × %d msgs/s: %8.0f delivered POSTs/s (%d/%d, %.2f %%), p50 %v p99 %v, %d duplicates, msgmesh CPU %.1f s%s%s",
 			n, r.Rate, r.rate(), r.Delivered, r.Expected, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
-			r.Lat.quantile(0.5), r.Lat.quantile(0.99), r.Duplicates, r.CPU, map[bool]string{true: " (" + r.Note + ")", false: ""}[r.Note != ""])
+			r.Lat.quantile(0.5), r.Lat.quantile(0.99), r.Duplicates, r.CPU, map[bool]string{true: " (" + r.Note + ")", false: ""}[r.Note != ""],
+			map[bool]string{true: " [1 core]", false: ""}[oneCore])
 		out = append(out, r)
 	}
-	return out, nil
+	return out, srv.pinned, nil
 }
 
 // whCall makes one API call with the admin key and decodes a 2xx answer
@@ -326,6 +369,7 @@ func webhookScenario(srv *server, rc *whReceiver, o whOptions, n int) (whResult,
 	}
 	// Warm-up: every webhook's consumer group member has joined and
 	// delivered (60 s at most).
+	rc.resetWarm()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if err := publish(batch(true, 1)); err != nil {
@@ -427,10 +471,40 @@ func reportWebhooks(w io.Writer, rep *whReport) {
 				on.rate()/max(off.rate(), 1), ms(on.Lat.quantile(0.99)), ms(off.Lat.quantile(0.99)), on.CPU, off.CPU)
 		}
 	}
+	if len(rep.OneCore) > 0 {
+		how := "GOMAXPROCS=1 and taskset -c " + oneCoreCPU
+		if !rep.OneCorePinned {
+			how = "GOMAXPROCS=1 (taskset not found)"
+		}
+		perCPU := func(r whResult) string {
+			if x, ok := r.perCPU(); ok {
+				return fmt.Sprintf("%.0f", x)
+			}
+			return "—"
+		}
+		_, _ = fmt.Fprintf(w, "\n### Webhooks dispatch [1 core] (%s)\n\n", how)
+		_, _ = fmt.Fprintf(w, "The same scenarios (same offered load, `webhooks.attempt_log=%v`) on a fresh msgmesh limited to one core; the broker and this process (publisher and receiver) are not limited. POSTs per msgmesh CPU-s = delivered POSTs / msgmesh's CPU seconds (utime+stime from /proc/<pid>/stat, first publish → end of the drain); \"all cores\" is the same figure of the main table's row.\n\n", rep.LogOn)
+		_, _ = fmt.Fprintln(w, "| Webhooks | Published msgs/s | Expected POSTs | Delivered | Complete | Delivered POSTs/s | p50 | p99 | Duplicates | msgmesh CPU s | POSTs per msgmesh CPU-s | all cores: POSTs/s, per CPU-s |")
+		_, _ = fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+		for i, r := range rep.OneCore {
+			all := "—"
+			if i < len(rep.Results) && rep.Results[i].Hooks == r.Hooks {
+				all = fmt.Sprintf("%.0f, %s", rep.Results[i].rate(), perCPU(rep.Results[i]))
+			}
+			_, _ = fmt.Fprintf(w, "| %d [1 core] | %d | %d | %d | %.2f %% | %.0f | %s | %s | %d | %.1f | %s | %s |\n",
+				r.Hooks, r.Rate, r.Expected, r.Delivered, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
+				r.rate(), ms(r.Lat.quantile(0.5)), ms(r.Lat.quantile(0.99)), r.Duplicates, r.CPU, perCPU(r), all)
+		}
+	}
 	var notes []string
 	for _, r := range append(append([]whResult{}, rep.Results...), rep.NoLog...) {
 		if r.Note != "" {
 			notes = append(notes, fmt.Sprintf("- %d webhook(s): %s", r.Hooks, r.Note))
+		}
+	}
+	for _, r := range rep.OneCore {
+		if r.Note != "" {
+			notes = append(notes, fmt.Sprintf("- %d webhook(s) [1 core]: %s", r.Hooks, r.Note))
 		}
 	}
 	if len(notes) > 0 {
