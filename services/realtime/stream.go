@@ -323,8 +323,9 @@ func (st *stream) run(ctx context.Context, emit func(event) error, joined func(P
 				switch {
 				case o != atLive:
 				case st.liveFrom != nil:
-					// Records before the hub's front from there on are
-					// read by catchUp; live records before it skipped.
+					// From the ends: records between them and the hub's
+					// front are read from Kafka (catchUp), live ones
+					// before them skipped (live).
 					st.next[p] = st.liveFrom[p]
 				default:
 					st.next[p] = front[p]
