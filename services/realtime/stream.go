@@ -66,8 +66,8 @@ type stream struct {
 	// yet); a resync position behind the ends would be beyond the window
 	// again when the client resumes from it, and resync it once more.
 	liveFrom []int64
-	hub    *hub
-	closed bool
+	hub      *hub
+	closed   bool
 	// connSlots, if set, caps the concurrent catch-ups of the stream's
 	// connection (a WebSocket's subscriptions).
 	connSlots chan struct{}
