@@ -495,17 +495,19 @@ func TestMCPWatchResync(t *testing.T) {
 	harness.CreateTopic(t, n.URL, c.AdminKey, "window", 1)
 	publishN(t, n.URL, c.AdminKey, "window", "", 0, 1)
 	m := newMCP(t, n.URL, c.AdminKey, "")
+	// wait_ms is a bound, not a pause: each call answers as soon as its
+	// events (or the resync) arrive.
 	var w watchOut
-	ok(t, m.cs, "watch_topic", map[string]any{"topic": "window", "from": "earliest", "wait_ms": 5000}, &w)
+	ok(t, m.cs, "watch_topic", map[string]any{"topic": "window", "from": "earliest", "wait_ms": 30000}, &w)
 	wantNs(t, "first", w, 0)
 	cur := w.Cursor
 	publishN(t, n.URL, c.AdminKey, "window", "", 1, 11)
-	ok(t, m.cs, "watch_topic", map[string]any{"topic": "window", "cursor": cur, "wait_ms": 5000}, &w)
+	ok(t, m.cs, "watch_topic", map[string]any{"topic": "window", "cursor": cur, "wait_ms": 30000}, &w)
 	if !w.Resync || w.Cursor == "" || w.Cursor == cur {
 		t.Fatalf("beyond the window: %+v, want resync with a new cursor", w)
 	}
 	publishN(t, n.URL, c.AdminKey, "window", "", 11, 12)
-	ok(t, m.cs, "watch_topic", map[string]any{"topic": "window", "cursor": w.Cursor, "wait_ms": 5000}, &w)
+	ok(t, m.cs, "watch_topic", map[string]any{"topic": "window", "cursor": w.Cursor, "wait_ms": 30000}, &w)
 	wantNs(t, "after the resync", w, 11)
 	if w.Resync {
 		t.Fatal("resync again after continuing from the resync cursor")

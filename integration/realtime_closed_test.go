@@ -76,11 +76,12 @@ func TestRealtimeSSEClosedEvents(t *testing.T) {
 
 	// A token expiring mid-stream: token_expired, whose id resumes.
 	h.CreateTopic(t, n.URL, key, "exp2", 3)
-	tok, _ := h.MintToken(t, n.URL, key, 5, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"exp2"}}})
+	// Long enough for a loaded machine to connect and deliver first.
+	tok, tokExp := h.MintToken(t, n.URL, key, 8, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"exp2"}}})
 	ts := mustSSE(t, n.URL, "", "exp2", url.Values{"token": {tok}}, "")
 	publishSeq(t, n.URL, key, "exp2", 0, 1)
-	ts.Messages(t, 1, 10*time.Second)
-	d, id := ts.closedEvent(t, 10*time.Second)
+	ts.Messages(t, 1, time.Until(tokExp))
+	d, id := ts.closedEvent(t, time.Until(tokExp)+20*time.Second)
 	if d["reason"] != "token_expired" {
 		t.Errorf("at the token's expiry msgmesh-closed %v, want reason token_expired", d)
 	}
@@ -125,8 +126,14 @@ func TestRealtimeWebSocketClosedFrames(t *testing.T) {
 	ws := mustWS(t, n.URL, key)
 	ws.send(t, map[string]any{"type": "subscribe", "id": "g", "topic": "wsgone"})
 	ws.send(t, map[string]any{"type": "subscribe", "id": "s", "topic": "wsstay"})
-	ws.await(t, "subscribed", "g", 10*time.Second, nil)
-	ws.await(t, "subscribed", "s", 10*time.Second, nil)
+	// The two subscriptions open concurrently: either may answer first.
+	for left := map[any]bool{"g": true, "s": true}; len(left) > 0; {
+		f := ws.await(t, "subscribed", "", 20*time.Second, nil)
+		if !left[f["id"]] {
+			t.Fatalf("subscribed frame %v, want one each for g and s", f)
+		}
+		delete(left, f["id"])
+	}
 	h.Must(t, n.URL, "DELETE", "/v1/topics/wsgone", key, nil, http.StatusNoContent)
 	f := ws.await(t, "closed", "g", 15*time.Second, nil)
 	if f["topic"] != "wsgone" || f["reason"] != "topic_deleted" || f["error"] == "" || f["position"] == nil {
@@ -138,11 +145,12 @@ func TestRealtimeWebSocketClosedFrames(t *testing.T) {
 	}
 
 	// Token expiry without a refresh.
-	tok, _ := h.MintToken(t, n.URL, key, 2, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"wsstay"}}})
+	// Long enough for a loaded machine to dial and subscribe first.
+	tok, tokExp := h.MintToken(t, n.URL, key, 8, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"wsstay"}}})
 	short := mustWS(t, n.URL, tok)
 	short.send(t, map[string]any{"type": "subscribe", "id": "x", "topic": "wsstay"})
-	short.await(t, "subscribed", "x", 10*time.Second, nil)
-	f = short.await(t, "closed", "", 15*time.Second, nil)
+	short.await(t, "subscribed", "x", time.Until(tokExp), nil)
+	f = short.await(t, "closed", "", time.Until(tokExp)+20*time.Second, nil)
 	if f["reason"] != "token_expired" || f["id"] != nil {
 		t.Errorf("at the token's expiry: %v, want a connection closed frame reason token_expired", f)
 	}

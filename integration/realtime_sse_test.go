@@ -407,19 +407,41 @@ func TestRealtimeSSESlowBesideFast(t *testing.T) {
 	}
 }
 
-// A token expiring mid-stream ends the stream; the reconnect is 401
-// token_expired, never served anonymously.
+// A token expiring mid-stream ends the stream (at its expiry, not
+// before); the reconnect is 401 token_expired, never served anonymously.
 func TestRealtimeSSETokenExpiry(t *testing.T) {
 	c := h.NewCluster(t)
 	n := c.Start(t, h.Unlimited)
 	key := c.AdminKey
 	h.CreateTopic(t, n.URL, key, "exp", 3)
-	tok, _ := h.MintToken(t, n.URL, key, 2, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"exp"}}})
+	// Long enough that a loaded machine connects and delivers a message
+	// well before it expires (at 2 s the stream sometimes ended first).
+	tok, exp := h.MintToken(t, n.URL, key, 8, []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"exp"}}})
 	s := mustSSE(t, n.URL, "", "exp", url.Values{"token": {tok}}, "")
 	publishSeq(t, n.URL, key, "exp", 0, 1)
-	s.Messages(t, 1, 10*time.Second)
-	if !s.Ended(10 * time.Second) {
-		t.Fatal("the stream outlived its token")
+	s.Messages(t, 1, time.Until(exp))
+	// The stream ends with msgmesh-closed token_expired.
+	deadline := time.Now().Add(time.Until(exp) + 20*time.Second)
+	closed := ""
+	for {
+		ev, ok := s.NextAny(time.Until(deadline))
+		if !ok {
+			break
+		}
+		if ev.Type == "msgmesh-closed" {
+			closed = ev.Data
+		}
+	}
+	if time.Now().After(deadline) {
+		t.Fatalf("the stream outlived its token (expired at %s) by 20s", exp.Format(time.RFC3339Nano))
+	}
+	if !strings.Contains(closed, `"reason":"token_expired"`) {
+		t.Errorf("the stream ended with msgmesh-closed %q, want reason token_expired", closed)
+	}
+	// expires_at is whole seconds (the JWT's exp); the node ends the
+	// stream at it, never a second before.
+	if early := time.Until(exp); early > time.Second {
+		t.Fatalf("the stream ended %v before its token expired", early)
 	}
 	_, r := openSSE(t, n.URL, "", "exp", url.Values{"token": {tok}}, s.LastID)
 	h.WantError(t, "reconnect with the expired token", r, http.StatusUnauthorized, "token_expired")

@@ -136,47 +136,71 @@ func TestRealtimeWebSocketAuth(t *testing.T) {
 	key := c.AdminKey
 	h.CreateTopic(t, n.URL, key, "chat", 3)
 	caps := []h.Cap{{Ops: []string{"subscribe"}, Topics: []string{"chat"}, Rooms: []string{"room-42"}}}
-	tok, _ := h.MintToken(t, n.URL, key, 4, caps)
+	// token-expiring comes half-way for a token this short (the lead,
+	// 30 s, is more than half its life): at 5 s of 10, time enough for a
+	// loaded machine to subscribe and read before it and to refresh
+	// between it and the expiry (a 4 s token sometimes expired before the
+	// subscription was even answered).
+	tok, tokExp := h.MintToken(t, n.URL, key, 10, caps)
 
 	ws, _, err := dialWS(t, n.URL, tok, true) // ?token=
 	if err != nil {
 		t.Fatalf("dial with ?token=: %v", err)
 	}
+	// token-expiring may come while the steps below wait for other frames.
+	var expiring map[string]any
+	keep := func(f map[string]any) {
+		if f["type"] == "token-expiring" && expiring == nil {
+			expiring = f
+		}
+	}
 	ws.send(t, map[string]any{"type": "subscribe", "id": "all", "topic": "chat"})
-	if f := ws.await(t, "error", "all", 10*time.Second, nil); f["code"] != "forbidden" {
+	if f := ws.await(t, "error", "all", 10*time.Second, keep); f["code"] != "forbidden" {
 		t.Fatalf("whole topic with a room-42 token: %v", f)
 	}
 	ws.send(t, map[string]any{"type": "subscribe", "id": "43", "topic": "chat", "room": "room-43"})
-	if f := ws.await(t, "error", "43", 10*time.Second, nil); f["code"] != "forbidden" {
+	if f := ws.await(t, "error", "43", 10*time.Second, keep); f["code"] != "forbidden" {
 		t.Fatalf("room-43 with a room-42 token: %v", f)
 	}
 	ws.send(t, map[string]any{"type": "subscribe", "id": "42", "topic": "chat", "room": "room-42"})
-	ws.await(t, "subscribed", "42", 10*time.Second, nil)
+	ws.await(t, "subscribed", "42", 10*time.Second, keep)
 	publishSeq(t, n.URL, key, "chat", 0, 6, "room-41", "room-42")
 	for i := range 3 {
-		f := ws.await(t, "message", "42", 10*time.Second, nil)
+		f := ws.await(t, "message", "42", 10*time.Second, keep)
 		if m := wsMessage(t, f); m.RoomName() != "room-42" || seqOf(t, m) != 2*i+1 {
 			t.Fatalf("room-42 subscription got %v", f)
 		}
 	}
 	// token-expiring comes before expiry; a refresh keeps the connection.
-	ws.await(t, "token-expiring", "", 10*time.Second, nil)
-	fresh, _ := h.MintToken(t, n.URL, key, 60, caps)
+	if expiring == nil {
+		expiring = ws.await(t, "token-expiring", "", time.Until(tokExp), nil)
+	}
+	if time.Now().After(tokExp) {
+		t.Fatalf("token-expiring %v came after the token's expiry %s", expiring, tokExp.Format(time.RFC3339))
+	}
+	fresh, _ := h.MintToken(t, n.URL, key, 120, caps)
 	ws.send(t, map[string]any{"type": "refresh", "token": fresh})
 	ws.await(t, "refreshed", "", 10*time.Second, nil)
-	time.Sleep(3 * time.Second) // past the first token's expiry
+	// Past the first token's expiry (its exp is whole seconds), the
+	// refreshed connection still delivers.
+	time.Sleep(time.Until(tokExp) + 1500*time.Millisecond)
 	publishSeq(t, n.URL, key, "chat", 6, 8, "room-41", "room-42")
 	if f := ws.await(t, "message", "42", 10*time.Second, nil); seqOf(t, wsMessage(t, f)) != 7 {
 		t.Fatalf("after the refresh got %v", f)
 	}
 
-	// Without a refresh: close 4001 at expiry, then 401 token_expired.
-	short, _ := h.MintToken(t, n.URL, key, 2, caps)
+	// Without a refresh: close 4001 at expiry (not before), then 401
+	// token_expired. The token lives long enough for a loaded machine to
+	// dial and subscribe first.
+	short, shortExp := h.MintToken(t, n.URL, key, 8, caps)
 	ws3 := mustWS(t, n.URL, short)
 	ws3.send(t, map[string]any{"type": "subscribe", "id": "42", "topic": "chat", "room": "room-42"})
-	ws3.await(t, "subscribed", "42", 10*time.Second, nil)
-	if code := ws3.closeCode(t, 15*time.Second); code != 4001 {
+	ws3.await(t, "subscribed", "42", time.Until(shortExp), nil)
+	if code := ws3.closeCode(t, time.Until(shortExp)+20*time.Second); code != 4001 {
 		t.Fatalf("close code %d at token expiry, want 4001", code)
+	}
+	if early := time.Until(shortExp); early > time.Second {
+		t.Fatalf("closed 4001 %v before the token expired", early)
 	}
 	_, resp, err := dialWS(t, n.URL, short, false)
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {

@@ -24,6 +24,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/capability"
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/keyring"
 	"github.com/msgmesh/msgmesh/platform/names"
 	"github.com/msgmesh/msgmesh/services/msgmesh/app"
@@ -206,8 +207,10 @@ func TestSecretsPlaintextMigration(t *testing.T) {
 	c := h.NewCluster(t)
 	topic := names.Mapper{Prefix: c.Prefix}.ControlTopic()
 	adm := c.Admin(t)
-	retention, cleanup := "-1", "delete"
-	if _, err := adm.CreateTopic(context.Background(), 1, -1, map[string]*string{"retention.ms": &retention, "cleanup.policy": &cleanup}, topic); err != nil {
+	// EnsureTopic returns once the topic is served: the legacy events
+	// below are produced at once.
+	if _, err := kafkaclient.EnsureTopic(context.Background(), adm, topic, kafkaclient.TopicSpec{
+		Partitions: 1, Configs: map[string]string{"retention.ms": "-1", "cleanup.policy": "delete"}}); err != nil {
 		t.Fatal(err)
 	}
 	seed := make([]byte, 32)

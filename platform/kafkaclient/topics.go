@@ -62,26 +62,28 @@ func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, spec Topic
 	// A topic the controller has just made (here or on another node at the
 	// same moment) can stay unknown to the broker that leads a partition
 	// for a moment; a producer that writes then fails after its few unknown
-	// topic retries. Wait until metadata lists every partition with a
-	// leader, bounded so a slow broker delays the start rather than stops it.
-	return created, waitVisible(ctx, adm, topic)
+	// topic retries. Wait until it is ready, bounded so a slow broker delays
+	// the start rather than stops it.
+	return created, WaitTopicReady(ctx, adm, topic)
 }
 
-// visibleWait bounds how long EnsureTopic waits for a topic's partitions
-// to be led; past it the topic is left to the producers' own retries.
-const visibleWait = 10 * time.Second
+// ReadyWait bounds how long WaitTopicReady waits for a topic's partitions
+// to be served; past it the topic is left to the producers' own retries.
+const ReadyWait = 10 * time.Second
 
-func waitVisible(ctx context.Context, adm *kadm.Client, topic string) error {
-	ctx2, cancel := context.WithTimeout(ctx, visibleWait)
+// WaitTopicReady waits until every partition of topic has a leader in the
+// metadata and that leader answers ListOffsets for it: a broker publishes
+// a new topic to its metadata cache before its replica manager has made
+// the partition's log, and in between a Produce or ListOffsets there is
+// UNKNOWN_TOPIC_OR_PARTITION. Call it after creating a topic by any path
+// (EnsureTopic calls it) and before writing to it. It gives up without an
+// error after ReadyWait (the producers' retries take over) and returns
+// ctx's error if ctx ends first.
+func WaitTopicReady(ctx context.Context, adm *kadm.Client, topic string) error {
+	ctx2, cancel := context.WithTimeout(ctx, ReadyWait)
 	defer cancel()
 	backoff := 20 * time.Millisecond
-	for {
-		md, err := adm.Metadata(ctx2, topic)
-		if err == nil {
-			if td, ok := md.Topics[topic]; ok && td.Err == nil && len(td.Partitions) > 0 && allLed(td) {
-				return nil
-			}
-		}
+	for !topicReady(ctx2, adm, topic) {
 		select {
 		case <-ctx2.Done():
 			if ctx.Err() != nil {
@@ -94,6 +96,27 @@ func waitVisible(ctx context.Context, adm *kadm.Client, topic string) error {
 			backoff *= 2
 		}
 	}
+	return nil
+}
+
+// topicReady: the metadata lists topic with every partition led, and each
+// leader answers ListOffsets for every partition without an error.
+func topicReady(ctx context.Context, adm *kadm.Client, topic string) bool {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return false
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil || len(td.Partitions) == 0 || !allLed(td) {
+		return false
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil || ends.Error() != nil {
+		return false
+	}
+	n := 0
+	ends.Each(func(kadm.ListedOffset) { n++ })
+	return n == len(td.Partitions)
 }
 
 func allLed(td kadm.TopicDetail) bool {

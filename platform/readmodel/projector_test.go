@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/controlstate"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/kafkatest"
 	"github.com/msgmesh/msgmesh/platform/names"
 )
@@ -64,7 +65,9 @@ func TestProjectorStartedBeforeItsControlTopic(t *testing.T) {
 	if ok := waitFor(5*time.Second, func() bool { return p.Status().Error == "" }); !ok {
 		t.Fatalf("projector status %+v", p.Status())
 	}
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, nil, control); err != nil {
+	// EnsureTopic waits until the new topic is served: produce below
+	// writes at once.
+	if _, err := kafkaclient.EnsureTopic(ctx, kadm.NewClient(cl), control, kafkaclient.TopicSpec{Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = kadm.NewClient(cl).DeleteTopics(context.Background(), control) })

@@ -22,8 +22,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 )
 
 func main() {
@@ -72,12 +73,10 @@ func check(seeds []string, timeout time.Duration, topic string, partitions int32
 		return errors.New("metadata lists no broker yet")
 	}
 	if topic != "" {
-		res, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		// EnsureTopic returns once the topic's partitions are served, so a
+		// smoke test may produce to it at once.
+		if _, err := kafkaclient.EnsureTopic(ctx, adm, topic, kafkaclient.TopicSpec{Partitions: partitions}); err != nil {
 			return fmt.Errorf("create topic %s: %w", topic, err)
-		}
-		if res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", topic, res.Err)
 		}
 	}
 	if !quiet {

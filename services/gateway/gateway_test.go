@@ -20,6 +20,7 @@ import (
 	"github.com/msgmesh/msgmesh/platform/config"
 	"github.com/msgmesh/msgmesh/platform/controlstate"
 	"github.com/msgmesh/msgmesh/platform/httpapi"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/kafkatest"
 	"github.com/msgmesh/msgmesh/platform/limits"
 	"github.com/msgmesh/msgmesh/platform/names"
@@ -51,14 +52,10 @@ func (l logTopics) CreateTopic(ctx context.Context, tenant, name string, partiti
 }
 
 func (l logTopics) EnsureKafkaTopic(ctx context.Context, t controlstate.Topic) error {
-	resp, err := l.adm.CreateTopic(ctx, t.Partitions, -1, nil, t.KafkaTopic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
-		return err
-	}
-	return nil
+	// As the control plane: an existing topic is fine, and the call
+	// returns once the topic is served (the tests publish right after).
+	_, err := kafkaclient.EnsureTopic(ctx, l.adm, t.KafkaTopic, kafkaclient.TopicSpec{Partitions: t.Partitions})
+	return err
 }
 
 // quotaLeft admits n messages in all, then refuses with the limits

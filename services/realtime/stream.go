@@ -60,8 +60,14 @@ type stream struct {
 	// next[p] is partition p's next offset (untracked, atLive).
 	next   []int64
 	resync string // to announce when joining (beyond the window)
-	hub    *hub
-	closed bool
+	// liveFrom, set with a resync decided on the topic's end offsets, is
+	// where each partition starts instead of the live feed's position:
+	// those ends. The hub may lag behind them (a burst it has not read
+	// yet); a resync position behind the ends would be beyond the window
+	// again when the client resumes from it, and resync it once more.
+	liveFrom []int64
+	hub      *hub
+	closed   bool
 	// connSlots, if set, caps the concurrent catch-ups of the stream's
 	// connection (a WebSocket's subscriptions).
 	connSlots chan struct{}
@@ -274,7 +280,8 @@ func (st *stream) resolve(ctx context.Context, start Start) error {
 			}
 		}
 		if st.resync != "" {
-			return nil // every partition starts live
+			st.liveFrom = ends // every partition starts at its end
+			return nil
 		}
 	}
 	for p, o := range want {
@@ -313,7 +320,14 @@ func (st *stream) run(ctx context.Context, emit func(event) error, joined func(P
 		if first {
 			first = false
 			for p, o := range st.next {
-				if o == atLive {
+				switch {
+				case o != atLive:
+				case st.liveFrom != nil:
+					// From the ends: records between them and the hub's
+					// front are read from Kafka (catchUp), live ones
+					// before them skipped (live).
+					st.next[p] = st.liveFrom[p]
+				default:
 					st.next[p] = front[p]
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgmesh/msgmesh/platform/cursor"
+	"github.com/msgmesh/msgmesh/platform/kafkaclient"
 	"github.com/msgmesh/msgmesh/platform/kafkatest"
 )
 
@@ -61,12 +62,9 @@ func (e *env) topic(t *testing.T) string {
 	name := kafkatest.Name("t")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := e.adm.CreateTopic(ctx, 3, 1, nil, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", name, err)
+	// EnsureTopic returns once the topic is served: the tests produce at once.
+	if created, err := kafkaclient.EnsureTopic(ctx, e.adm, name, kafkaclient.TopicSpec{Partitions: 3, ReplicationFactor: 1}); err != nil || !created {
+		t.Fatalf("create topic %s: created %v, %v", name, created, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
