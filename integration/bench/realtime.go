@@ -124,10 +124,17 @@ func (r rtResult) rate() float64 {
 
 // rtMem is the memory of idle SSE connections on one target.
 type rtMem struct {
-	Target            string
-	Conns             int
-	Before, After     int64 // VmRSS bytes
-	PerConn           float64
+	Target        string
+	Conns         int
+	Before, After int64 // VmRSS bytes
+	PerConn       float64
+	// Next is VmRSS after as many idle connections again on top of the
+	// first; NextPerConn is that second step per connection (0: not
+	// measured). The first step starts from a fresh process's baseline,
+	// which moves with its startup heap; the second does not.
+	Next              int64
+	NextConns         int
+	NextPerConn       float64
 	ConnectedIn       time.Duration
 	Failed            int
 	HeapNote, Skipped string
@@ -183,7 +190,7 @@ func realtimeSet(rep *rtReport, o rtOptions, sseCounts, wsCounts []int, msgmeshB
 	if oneCore {
 		label = " [1 core]"
 	}
-	need := o.idle + 16
+	need := 2*o.idle + 16 // measureIdle's two steps
 	for _, n := range append(append([]int{}, sseCounts...), wsCounts...) {
 		need = max(need, n+16)
 	}
@@ -241,8 +248,9 @@ func realtimeSet(rep *rtReport, o rtOptions, sseCounts, wsCounts []int, msgmeshB
 			if err != nil {
 				return fmt.Errorf("%s: %w", tg.name(), err)
 			}
-			logf("  %s idle SSE: %d connections in %v, VmRSS %.1f → %.1f MiB: %.1f KiB per connection (%d failed)",
-				tg.name(), m.Conns, m.ConnectedIn.Round(time.Millisecond), float64(m.Before)/(1<<20), float64(m.After)/(1<<20), m.PerConn/1024, m.Failed)
+			logf("  %s idle SSE: %d connections in %v, VmRSS %.1f → %.1f MiB: %.1f KiB per connection (%d failed); %d more: → %.1f MiB, %.1f KiB per further connection",
+				tg.name(), m.Conns, m.ConnectedIn.Round(time.Millisecond), float64(m.Before)/(1<<20), float64(m.After)/(1<<20), m.PerConn/1024, m.Failed,
+				m.NextConns, float64(m.Next)/(1<<20), m.NextPerConn/1024)
 			rep.Mem = append(rep.Mem, m)
 		}
 	}
@@ -313,6 +321,20 @@ func measureIdle(tg rtTarget, o rtOptions) (rtMem, error) {
 	if c := f.connected(); c > 0 {
 		m.Conns = c
 		m.PerConn = float64(m.After-m.Before) / float64(c)
+	}
+	// The same number again, on top: the cost of further connections,
+	// apart from where the fresh process's RSS started.
+	f2 := newFleet("sse", o.idle)
+	defer f2.close()
+	if err := f2.open(tg, o.dialConc); err != nil && f2.connected() < o.idle*9/10 {
+		logf("  %s: second %d idle SSE connections: %v (only the first step is reported)", tg.name(), o.idle, err)
+		return m, nil
+	}
+	time.Sleep(2 * time.Second)
+	m.Next = vmRSS(tg.pid())
+	if c := f2.connected(); c > 0 {
+		m.NextConns = c
+		m.NextPerConn = float64(m.Next-m.After) / float64(c)
 	}
 	return m, nil
 }
@@ -484,11 +506,15 @@ func reportRealtime(w io.Writer, rep *rtReport) {
 	}
 	if len(rep.Mem) > 0 {
 		_, _ = fmt.Fprintln(w)
-		_, _ = fmt.Fprintln(w, "| Server | Idle SSE connections | VmRSS before | VmRSS after | Per connection | Connected in |")
-		_, _ = fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|")
+		_, _ = fmt.Fprintln(w, "| Server | Idle SSE connections | VmRSS before | VmRSS after | Per connection | Connected in | The same number again: VmRSS after | Per further connection |")
+		_, _ = fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|")
 		for _, m := range rep.Mem {
-			_, _ = fmt.Fprintf(w, "| %s | %d | %.1f MiB | %.1f MiB | %.1f KiB | %.1f s |\n", m.Target, m.Conns,
-				float64(m.Before)/(1<<20), float64(m.After)/(1<<20), m.PerConn/1024, m.ConnectedIn.Seconds())
+			next, per := "—", "—"
+			if m.NextConns > 0 {
+				next, per = fmt.Sprintf("%.1f MiB", float64(m.Next)/(1<<20)), fmt.Sprintf("%.1f KiB", m.NextPerConn/1024)
+			}
+			_, _ = fmt.Fprintf(w, "| %s | %d | %.1f MiB | %.1f MiB | %.1f KiB | %.1f s | %s | %s |\n", m.Target, m.Conns,
+				float64(m.Before)/(1<<20), float64(m.After)/(1<<20), m.PerConn/1024, m.ConnectedIn.Seconds(), next, per)
 		}
 	}
 	// Ratios msgmesh / Centrifugo at equal subscribers.

@@ -41,6 +41,10 @@ type whOptions struct {
 	// the report gives the ratio: issue 14's bound is at most a 10 %
 	// drop with it on).
 	attemptLog string
+	// lowRate is a second, lower offered load (POSTs/s) for the latency aim
+	// below saturation (issue 17: p99 publish-to-POST under 100 ms); 0
+	// skips it.
+	lowRate int
 	// oneCore (main's -one-core, not a flag of its own): after the rows
 	// above, every count once more on a fresh msgmesh limited to one core,
 	// with the main table's attempt log setting (whReport.OneCore).
@@ -54,6 +58,7 @@ func registerWebhookFlags(o *whOptions) {
 	flag.IntVar(&o.partitions, "webhooks-partitions", 6, "webhooks: partitions of each scenario's topic")
 	flag.IntVar(&o.payload, "webhooks-payload", 256, "webhooks: approximate bytes of each message's JSON value")
 	flag.StringVar(&o.attemptLog, "webhooks-attempt-log", "both", "webhooks: run with webhooks.attempt_log on, off, or both (and print the ratio)")
+	flag.IntVar(&o.lowRate, "webhooks-low-rate", 2500, "webhooks: then every count again at this lower offered POSTs/s, below saturation, for the latency aim (0: skip)")
 }
 
 // whResult is one webhooks scenario.
@@ -100,6 +105,8 @@ type whReport struct {
 	// when OneCorePinned.
 	OneCore       []whResult
 	OneCorePinned bool
+	// Low are the same counts at Opts.lowRate (attempt log as in Results).
+	Low []whResult
 }
 
 // whReceiver is the HTTPS endpoint every webhook POSTs to (path /h/<n>).
@@ -183,6 +190,9 @@ func runWebhooks(o whOptions, msgmeshBin, brokers string) (*whReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.lowRate < 0 || o.lowRate > 100000 {
+		return nil, errors.New("webhooks flags: low rate 0..100000")
+	}
 	if o.postRate < 1 || o.postRate > 100000 || o.dur <= 0 || o.dur > 2*time.Minute || o.partitions < 1 || o.payload < 32 {
 		return nil, errors.New("webhooks flags: post rate 1..100000, duration up to 2m, partitions >= 1, payload >= 32")
 	}
@@ -216,6 +226,16 @@ func runWebhooks(o whOptions, msgmeshBin, brokers string) (*whReport, error) {
 		} else {
 			rep.NoLog = rs
 		}
+	}
+	if o.lowRate > 0 {
+		logf("  webhooks.attempt_log=%v, %d POSTs/s offered (below saturation)", logs[0], o.lowRate)
+		low := o
+		low.postRate = o.lowRate
+		rs, _, err := webhookRuns(low, counts, msgmeshBin, brokers, rc, logs[0], false)
+		if err != nil {
+			return nil, fmt.Errorf("low rate: %w", err)
+		}
+		rep.Low = rs
 	}
 	if o.oneCore {
 		logf("  webhooks.attempt_log=%v, msgmesh on one core (GOMAXPROCS=1, taskset -c %s where available)", logs[0], oneCoreCPU)
@@ -458,6 +478,32 @@ func reportWebhooks(w io.Writer, rep *whReport) {
 			r.Hooks, r.Rate, r.Published, r.Expected, r.Delivered, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
 			r.rate(), ms(r.Lat.quantile(0.5)), ms(r.Lat.quantile(0.99)), r.Duplicates, r.CPU)
 	}
+	for _, r := range rep.Results {
+		verdict := "met"
+		if r.rate() < 5000 {
+			verdict = "NOT met"
+		}
+		_, _ = fmt.Fprintf(w, "- Aim: %d webhook(s) on one topic >= 5000 POSTs/s in total (offered %d): %.0f, %s.\n", r.Hooks, o.postRate, r.rate(), verdict)
+	}
+	if len(rep.Low) > 0 {
+		_, _ = fmt.Fprintf(w, "\nBelow saturation: the same counts at %d POSTs/s offered (`webhooks.attempt_log=%v`), a fresh msgmesh:\n\n", o.lowRate, rep.LogOn)
+		_, _ = fmt.Fprintln(w, "| Webhooks | Published msgs/s | Expected POSTs | Delivered | Complete | Delivered POSTs/s | p50 | p99 | Duplicates | msgmesh CPU s |")
+		_, _ = fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+		for _, r := range rep.Low {
+			_, _ = fmt.Fprintf(w, "| %d | %d | %d | %d | %.2f %% | %.0f | %s | %s | %d | %.1f |\n",
+				r.Hooks, r.Rate, r.Expected, r.Delivered, 100*float64(r.Delivered)/float64(max(r.Expected, 1)),
+				r.rate(), ms(r.Lat.quantile(0.5)), ms(r.Lat.quantile(0.99)), r.Duplicates, r.CPU)
+		}
+		_, _ = fmt.Fprintln(w)
+		for _, r := range rep.Low {
+			verdict := "met"
+			if r.Lat.quantile(0.99) >= 100*time.Millisecond || r.Delivered < r.Expected {
+				verdict = "NOT met"
+			}
+			_, _ = fmt.Fprintf(w, "- Aim: %d webhook(s), p99 publish-to-POST < 100 ms below saturation (%d offered, %.0f delivered): %s, %s.\n",
+				r.Hooks, o.lowRate, r.rate(), ms(r.Lat.quantile(0.99)), verdict)
+		}
+	}
 	if len(rep.NoLog) > 0 {
 		_, _ = fmt.Fprintf(w, "\nWith and without the attempt log (`webhooks.attempt_log`, issue 14: at most a 10 %% drop with it on), same offered load, a fresh msgmesh each:\n\n")
 		_, _ = fmt.Fprintln(w, "| Webhooks | POSTs/s, attempt log on | POSTs/s, off | on / off | p99 on | p99 off | msgmesh CPU s on / off |")
@@ -497,7 +543,7 @@ func reportWebhooks(w io.Writer, rep *whReport) {
 		}
 	}
 	var notes []string
-	for _, r := range append(append([]whResult{}, rep.Results...), rep.NoLog...) {
+	for _, r := range append(append(append([]whResult{}, rep.Results...), rep.NoLog...), rep.Low...) {
 		if r.Note != "" {
 			notes = append(notes, fmt.Sprintf("- %d webhook(s): %s", r.Hooks, r.Note))
 		}
