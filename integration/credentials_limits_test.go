@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,12 @@ func TestCredentialsRateLimits(t *testing.T) {
 	burst := h.CreateTenant(t, n.URL, op, "burst", "free")
 	msgs := h.CreateTenant(t, n.URL, op, "msgs", "free")
 	calm := h.CreateTenant(t, n.URL, op, "calm", "free")
+	// The limits' clock moves only when the test moves it (a loaded
+	// machine must not refill a bucket between two requests).
+	var fake atomic.Int64
+	fake.Store(time.Now().UnixNano())
+	n.App.SetClock(func() time.Time { return time.Unix(0, fake.Load()) })
+	t.Cleanup(func() { n.App.SetClock(nil) })
 
 	// Request rate: the burst of 5 passes, then 429.
 	var statuses []int
@@ -66,8 +73,8 @@ func TestCredentialsRateLimits(t *testing.T) {
 			t.Errorf("request %d of the burst answered %d, want the first 5 admitted (statuses %v)", i, s, statuses)
 		}
 	}
-	if first429.Status == 0 || ok > 7 {
-		t.Fatalf("15 back-to-back requests at 5/s: statuses %v, want ~5 admitted and the rest 429", statuses)
+	if first429.Status == 0 || ok != 5 {
+		t.Fatalf("15 requests at 5/s with the clock still: statuses %v, want 5 admitted and the rest 429", statuses)
 	}
 	ra := credRetryAfter(t, "request over the rate", first429, "rate_limited", 2)
 	// The other tenant is not slowed: its own burst of 5 all pass now.
@@ -80,7 +87,7 @@ func TestCredentialsRateLimits(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		h.Must(t, n.URL, "GET", "/v1/tenants/burst", op, nil, 200)
 	}
-	time.Sleep(time.Duration(ra) * time.Second)
+	fake.Add(int64(time.Duration(ra) * time.Second))
 	if r := h.Do(t, n.URL, "GET", "/v1/tenant", burst, nil); r.Status != 200 {
 		t.Errorf("burst tenant after waiting Retry-After (%ds): %d %s", ra, r.Status, r.Body)
 	}
@@ -97,7 +104,7 @@ func TestCredentialsRateLimits(t *testing.T) {
 	// calm publishes its own 10 at the same moment.
 	h.CreateTopic(t, n.URL, calm, "events", 1)
 	h.Must(t, n.URL, "POST", "/v1/topics/events/messages", calm, credBatch(10, "calm"), 200)
-	time.Sleep(time.Duration(ra) * time.Second)
+	fake.Add(int64(time.Duration(ra) * time.Second))
 	h.Must(t, n.URL, "POST", "/v1/topics/events/messages", msgs, credBatch(10, "c"), 200)
 	if got := h.TotalRecords(t, c.Brokers, tp.KafkaTopic); got != 20 {
 		t.Errorf("events holds %d records, want 20", got)
@@ -182,17 +189,25 @@ func TestCredentialsLimitedPublishCreatesNoTopic(t *testing.T) {
 	})
 	admin := c.AdminKey
 	h.Must(t, n.URL, "PATCH", "/v1/tenant", admin, map[string]any{"strict_topics": false}, 200)
+	// The limits' clock moves only when the test moves it: a slow first
+	// publish (it creates the topic) does not refill the message bucket.
+	var fake atomic.Int64
+	base := time.Now()
+	fake.Store(base.UnixNano())
+	n.App.SetClock(func() time.Time { return time.Unix(0, fake.Load()) })
+	t.Cleanup(func() { n.App.SetClock(nil) })
 	h.Must(t, n.URL, "POST", "/v1/topics/first/messages", admin, map[string]any{"data": 1}, 200)
 	// The message bucket is empty now: the next publish is rate limited.
 	r := h.Do(t, n.URL, "POST", "/v1/topics/second/messages", admin, map[string]any{"data": 2})
 	credRetryAfter(t, "publish over the message rate", r, "rate_limited", 2)
 	h.WantError(t, "topic named by a rate-limited publish", h.Do(t, n.URL, "GET", "/v1/topics/second", admin, nil), 404, "topic_not_found")
-	// Use the quota up (3), then a publish to a new topic is quota_exceeded.
+	// Use the quota up (3), a second apart, then a publish to a new topic
+	// is quota_exceeded.
 	for i := 0; i < 2; i++ {
-		time.Sleep(1100 * time.Millisecond)
+		fake.Add(int64(1100 * time.Millisecond))
 		h.Must(t, n.URL, "POST", "/v1/topics/first/messages", admin, map[string]any{"data": i}, 200)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	fake.Add(int64(1100 * time.Millisecond))
 	r = h.Do(t, n.URL, "POST", "/v1/topics/third/messages", admin, map[string]any{"data": 3})
 	h.WantError(t, "publish over the quota", r, 429, "quota_exceeded")
 	h.WantError(t, "topic named by an over-quota publish", h.Do(t, n.URL, "GET", "/v1/topics/third", admin, nil), 404, "topic_not_found")
