@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -88,4 +90,44 @@ type counting struct {
 func (c counting) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
 	return c.rt.RoundTrip(r)
+}
+
+// A JSON-RPC batch on /mcp is refused before any tool runs (one POST is
+// one message, counted once against the request rate): with or without
+// leading white space, and it made no API call on the caller's behalf.
+func TestMCPRefusesBatches(t *testing.T) {
+	c := harness.NewCluster(t)
+	n := c.Start(t, func(cfg *config.Config) {
+		cfg.Limits.Free = config.PlanLimits{RequestsPerSecond: 4}
+	})
+	key := harness.CreateTenant(t, n.URL, c.OperatorKey, "batcher", "free")
+	frozen := time.Now().Add(time.Hour)
+	n.App.SetClock(func() time.Time { return frozen })
+	t.Cleanup(func() { n.App.SetClock(nil) })
+	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_topics","arguments":{}}}`
+	var items []string
+	for i := 0; i < 50; i++ {
+		items = append(items, fmt.Sprintf(call, i))
+	}
+	for _, body := range []string{"[" + strings.Join(items, ",") + "]", " \r\n\t [" + strings.Join(items, ",") + "]"} {
+		req, _ := http.NewRequest("POST", n.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(raw), `"code":"invalid_request"`) {
+			t.Fatalf("a batch of 50 tool calls on /mcp: %d %s, want 400 invalid_request", resp.StatusCode, raw)
+		}
+	}
+	// Two requests counted (the refused batches); the other two of the
+	// burst are left: no tool call ran an API call of its own.
+	for i := 0; i < 2; i++ {
+		harness.Must(t, n.URL, "GET", "/v1/tenant", key, nil, 200)
+	}
+	harness.WantError(t, "the request after the burst", harness.Do(t, n.URL, "GET", "/v1/tenant", key, nil), 429, "rate_limited")
 }

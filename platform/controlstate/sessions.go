@@ -19,8 +19,9 @@ type PanelSessionEndedData struct {
 	Until     time.Time `json:"until"`
 }
 
-// maxEndedSessions bounds the ended sessions held before the expired ones
-// are dropped.
+// maxEndedSessions bounds the ended sessions every node holds: when it is
+// reached, the expired ones are dropped, and a logout beyond it ends the
+// session only on the node that served it.
 const maxEndedSessions = 10000
 
 func (s *State) applySessionLocked(ev Event) (handled bool, err error) {
@@ -42,10 +43,20 @@ func (s *State) applySessionLocked(ev Event) (handled bool, err error) {
 		s.ended = map[string]time.Time{}
 	}
 	if len(s.ended) >= maxEndedSessions {
-		for id, until := range s.ended {
-			if !until.After(now) {
-				delete(s.ended, id)
+		// Drop the expired ones, at most once a second (a flood of
+		// logouts must not scan the map on every event under the lock).
+		if now.Sub(s.endedPruned) >= time.Second {
+			s.endedPruned = now
+			for id, until := range s.ended {
+				if !until.After(now) {
+					delete(s.ended, id)
+				}
 			}
+		}
+		if len(s.ended) >= maxEndedSessions {
+			// Full of live entries: this session ends on the node that
+			// logged it out (its own bounded list), not on the others.
+			return true, nil
 		}
 	}
 	s.ended[d.SessionID] = d.Until

@@ -52,4 +52,15 @@ func TestPanelSessionsEndedAreBounded(t *testing.T) {
 	if len(s.ended) != 1 || !s.SessionEnded("new") {
 		t.Fatalf("after one more logout with %d expired held: %d held", maxEndedSessions, len(s.ended))
 	}
+	// Full of live entries: a further logout is not held (the map never
+	// grows past the bound).
+	for i := 0; len(s.ended) < maxEndedSessions; i++ {
+		s.ended[fmt.Sprintf("live%d", i)] = time.Now().Add(time.Hour)
+	}
+	if err := s.Apply(event(TypePanelSessionEnded, PanelSessionEndedData{Tenant: "t", SessionID: "over", Until: time.Now().Add(time.Hour)})); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.ended) != maxEndedSessions || s.SessionEnded("over") {
+		t.Fatalf("a logout past the bound: %d held (bound %d), over held %v", len(s.ended), maxEndedSessions, s.SessionEnded("over"))
+	}
 }

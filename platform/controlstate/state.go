@@ -108,7 +108,8 @@ type State struct {
 	wrapper Wrapper
 	// ended holds the panel sessions logged out, until they expire
 	// (sessions.go).
-	ended map[string]time.Time
+	ended       map[string]time.Time
+	endedPruned time.Time
 }
 
 // NewState returns an empty projection that opens no sealed secret (they

@@ -63,9 +63,22 @@ func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, spec Topic
 	// same moment) can stay unknown to the broker that leads a partition
 	// for a moment; a producer that writes then fails after its few unknown
 	// topic retries. Wait until it is ready, bounded so a slow broker delays
-	// the start rather than stops it.
+	// the start rather than stops it. A topic that existed already is
+	// given a shorter wait: it is usually ready, and a partition without a
+	// leader (a broker down) must not hold a request for long.
+	if !created {
+		ctx2, cancel := context.WithTimeout(ctx, existingWait)
+		defer cancel()
+		if err := WaitTopicReady(ctx2, adm, topic); err != nil && ctx.Err() != nil {
+			return false, err
+		}
+		return false, nil
+	}
 	return created, WaitTopicReady(ctx, adm, topic)
 }
+
+// existingWait bounds EnsureTopic's wait for a topic that existed already.
+const existingWait = 2 * time.Second
 
 // ReadyWait bounds how long WaitTopicReady waits for a topic's partitions
 // to be served; past it the topic is left to the producers' own retries.

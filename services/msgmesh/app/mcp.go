@@ -1,9 +1,12 @@
 package app
 
 import (
+	"bufio"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 
@@ -41,6 +44,14 @@ func (a *App) mountMCP() error {
 	a.mcp = s
 	h := s.Handler()
 	a.api.POST("/mcp", func(c *gin.Context) {
+		// One request, one JSON-RPC message: a batch (allowed by protocol
+		// versions before 2025-06-18) would make many tool calls, and so
+		// many API calls, for the one request the rate limit counted.
+		if batch, err := jsonRPCBatch(c.Request); err != nil || batch {
+			httpapi.Abort(c, a.log, httpapi.Errorf(httpapi.CodeInvalidRequest,
+				"send one JSON-RPC message per POST to /mcp: batches are not accepted"))
+			return
+		}
 		// The tools act with the credential the API's middleware read
 		// (whatever the scheme's case), handed on in canonical form.
 		c.Request.Header.Set("Authorization", "Bearer "+auth.CredentialOf(c))
@@ -55,6 +66,40 @@ func (a *App) mountMCP() error {
 	a.api.DELETE("/mcp", noMethod)
 	return nil
 }
+
+// jsonRPCBatch reports whether r's body is a JSON array (a JSON-RPC batch):
+// leading white space (insignificant in JSON) is dropped, up to
+// maxLeadingSpace, and the first other byte decides; the handler reads the
+// body from that byte on.
+func jsonRPCBatch(r *http.Request) (bool, error) {
+	br := bufio.NewReader(r.Body)
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, r.Body}
+	for n := 0; ; n++ {
+		b, err := br.ReadByte()
+		if err == io.EOF {
+			return false, nil // nothing but white space: the handler refuses it
+		}
+		if err != nil {
+			return false, err
+		}
+		switch b {
+		case ' ', '\t', '\r', '\n':
+			if n >= maxLeadingSpace {
+				return false, errors.New("too much leading white space")
+			}
+			continue
+		}
+		_ = br.UnreadByte()
+		return b == '[', nil
+	}
+}
+
+// maxLeadingSpace bounds the white space read before a /mcp body's first
+// JSON byte.
+const maxLeadingSpace = 64 << 10
 
 // selfURL is this node's own API over loopback (for the MCP tools and
 // the panel).
