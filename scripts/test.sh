@@ -45,6 +45,34 @@ fi
 
 started=0
 pg_started=0
+kafka_run=
+kafka_env=() # for scripts/kafka.sh only: msgmesh reads MSGMESH_KAFKA_* itself
+
+# The broker this suite starts gets a data dir of its own (removed at exit)
+# and free ports: a data dir kept from earlier runs holds every topic those
+# runs made, and a broker recovering thousands of them did not answer within
+# kafka.sh's start timeout. A broker that already runs on the default port
+# (scripts/kafka.sh start by hand) is used as it is.
+free_port_block() { # N: the first of N consecutive free 127.0.0.1 ports
+  local n=$1 base i
+  for _ in $(seq 1 200); do
+    base=$((20000 + RANDOM % 10000))
+    for ((i = 0; i < n; i++)); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$((base + i))") 2>/dev/null && continue 2
+    done
+    echo "$base"
+    return 0
+  done
+  return 1
+}
+fresh_broker_env() {
+  local home=${MSGMESH_KAFKA_HOME:-$HOME/.cache/msgmesh/kafka-4.4.0} port
+  mkdir -p "$home/run"
+  kafka_run=$(mktemp -d "$home/run/test.XXXXXX")
+  port=$(free_port_block 3) || { say "error: no three consecutive free ports"; return 1; }
+  kafka_env=(MSGMESH_KAFKA_DATA_DIR="$kafka_run" MSGMESH_KAFKA_PORT="$port")
+  say "starting a fresh broker on 127.0.0.1:$port (data $kafka_run)"
+}
 stop_broker() {
   local rc=$?
   if [[ -n ${unit_pid:-} ]]; then
@@ -52,7 +80,14 @@ stop_broker() {
   fi
   say "suite ran against: ${broker_desc:-none}; ${pg_desc:-no PostgreSQL} (exit $rc)"
   if [[ $started == 1 ]]; then
-    scripts/kafka.sh stop || true
+    env "${kafka_env[@]}" scripts/kafka.sh stop || true
+  fi
+  if [[ -n $kafka_run ]]; then
+    if [[ $rc == 0 ]]; then
+      rm -rf "$kafka_run"
+    else
+      say "the broker's data and logs are kept in $kafka_run"
+    fi
   fi
   if [[ $pg_started == 1 ]]; then
     scripts/postgres.sh stop || true
@@ -68,9 +103,9 @@ if [[ -n ${MSGMESH_TEST_KAFKA_BROKERS:-} ]]; then
 elif scripts/kafka.sh status 2>/dev/null; then
   MSGMESH_TEST_KAFKA_BROKERS=$(scripts/kafka.sh brokers)
   broker_desc="real Apache Kafka at $MSGMESH_TEST_KAFKA_BROKERS (already running; left running)"
-elif scripts/kafka.sh start >/dev/null; then
+elif fresh_broker_env && env "${kafka_env[@]}" scripts/kafka.sh start >/dev/null; then
   started=1
-  MSGMESH_TEST_KAFKA_BROKERS=$(scripts/kafka.sh brokers)
+  MSGMESH_TEST_KAFKA_BROKERS=$(env "${kafka_env[@]}" scripts/kafka.sh brokers)
   broker_desc="real Apache Kafka at $MSGMESH_TEST_KAFKA_BROKERS (scripts/kafka.sh)"
 elif [[ $require_real == 1 ]]; then
   broker_desc="none"
