@@ -85,15 +85,111 @@ func (it *item) sseEvent(epoch string) ([]byte, int) {
 	return it.sse, it.sseID
 }
 
-// liveSub is a subscriber's place in a hub's live feed: a bounded buffer
-// the hub never waits on.
+// liveSub is a subscriber's place in a hub's live feed: a bounded queue
+// the hub never waits on. The queue is a slice grown as records come and
+// let go once the subscriber has taken them, so an idle subscriber holds
+// no buffer (a channel of realtime.subscriber_buffer entries was a
+// kilobyte per idle stream).
 type liveSub struct {
-	part int32  // -1: every partition
-	room []byte // nil: every room
-	ch   chan *item
-	// why is set before ch is closed by the hub: errLagged (buffer full)
-	// or the hub's closing reason.
-	why error
+	part  int32  // -1: every partition
+	room  []byte // nil: every room
+	limit int    // most items queued at once (realtime.subscriber_buffer)
+	// wake holds at most one signal: the hub sends one, without waiting,
+	// after queueing into an empty queue and when it ends the feed.
+	wake chan struct{}
+
+	mu   sync.Mutex
+	q    []*item // q[head:] wait for the subscriber
+	head int
+	// ended: the hub will queue nothing more (dropped, unsubscribed or
+	// closed); why is then errLagged (queue full), the hub's closing
+	// reason, or nil (unsubscribed).
+	ended bool
+	why   error
+}
+
+func newLiveSub(part int32, room []byte, limit int) *liveSub {
+	return &liveSub{part: part, room: room, limit: limit, wake: make(chan struct{}, 1)}
+}
+
+func (l *liveSub) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// push queues it; false if the queue is full (the hub drops l).
+func (l *liveSub) push(it *item) bool {
+	l.mu.Lock()
+	if l.ended || len(l.q)-l.head >= l.limit {
+		l.mu.Unlock()
+		return false
+	}
+	if l.head > 0 && len(l.q) == cap(l.q) {
+		// Full up to its capacity with taken items in front: move the
+		// waiting ones down instead of growing.
+		n := copy(l.q, l.q[l.head:])
+		clear(l.q[n:])
+		l.q, l.head = l.q[:n], 0
+	}
+	l.q = append(l.q, it)
+	first := len(l.q)-l.head == 1
+	l.mu.Unlock()
+	if first {
+		l.signal()
+	}
+	return true
+}
+
+// pop takes the oldest queued item; nil if none, with ended reporting
+// whether none will ever come.
+func (l *liveSub) pop() (it *item, ended bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head == len(l.q) {
+		return nil, l.ended
+	}
+	it = l.q[l.head]
+	l.q[l.head] = nil
+	l.head++
+	if l.head == len(l.q) {
+		// Empty: a small buffer is kept for the next records, one grown
+		// by a burst is let go.
+		if cap(l.q) > keptQueue {
+			l.q = nil
+		} else {
+			l.q = l.q[:0]
+		}
+		l.head = 0
+	}
+	return it, false
+}
+
+// keptQueue is the largest queue capacity an emptied liveSub keeps.
+const keptQueue = 8
+
+// queued is how many items wait for the subscriber.
+func (l *liveSub) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.q) - l.head
+}
+
+// end tells l that nothing more comes, and why; what is queued is still
+// taken first.
+func (l *liveSub) end(why error) {
+	l.mu.Lock()
+	l.ended, l.why = true, why
+	l.mu.Unlock()
+	l.signal()
+}
+
+// reason is why the feed ended (after pop reported ended).
+func (l *liveSub) reason() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.why
 }
 
 var (
@@ -263,9 +359,7 @@ func (h *hub) dispatch(fs kgo.Fetches) {
 			if it == nil {
 				it = &item{rec: r, msg: message.Encode(r), front: slices.Clone(h.front)}
 			}
-			select {
-			case l.ch <- it:
-			default:
+			if !l.push(it) {
 				h.dropLocked(l, errLagged)
 			}
 		}
@@ -298,11 +392,11 @@ func (h *hub) misplacedLocked(r *kgo.Record) {
 // advance moves next (a live subscriber's position) to the hub's front
 // when l has taken everything the hub handed it: records of other rooms,
 // and control records, move a position without a message. Called from
-// the subscriber's goroutine, the only reader of l.ch.
+// the subscriber's goroutine, the only reader of l's queue.
 func (h *hub) advance(l *liveSub, next []int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.subs[l]; !ok || len(l.ch) > 0 {
+	if _, ok := h.subs[l]; !ok || l.queued() > 0 {
 		return
 	}
 	for p, o := range next {
@@ -330,15 +424,14 @@ func (h *hub) unsubscribe(l *liveSub) {
 	defer h.mu.Unlock()
 	if _, ok := h.subs[l]; ok {
 		delete(h.subs, l)
-		close(l.ch)
+		l.end(nil)
 	}
 }
 
 // dropLocked removes l, telling it why. h.mu must be held.
 func (h *hub) dropLocked(l *liveSub, why error) {
 	delete(h.subs, l)
-	l.why = why
-	close(l.ch)
+	l.end(why)
 }
 
 // close stops the hub, ending every live subscriber with why, and waits

@@ -312,7 +312,7 @@ func (st *stream) run(ctx context.Context, emit func(event) error, joined func(P
 	s := st.s
 	first := true
 	for {
-		l := &liveSub{part: st.part, room: st.room, ch: make(chan *item, s.cfg.SubscriberBuffer)}
+		l := newLiveSub(st.part, st.room, s.cfg.SubscriberBuffer)
 		front, err := st.hub.subscribe(l)
 		if err != nil {
 			return err
@@ -382,39 +382,40 @@ func (st *stream) live(ctx context.Context, l *liveSub, emit func(event) error) 
 		return emit(ev)
 	}
 	ended := func() error {
-		if l.why == nil {
-			return context.Canceled
+		if why := l.reason(); why != nil {
+			return why
 		}
-		return l.why
+		return context.Canceled
 	}
 	for {
 		select {
-		case it, ok := <-l.ch:
-			if !ok {
-				return ended()
-			}
-			if err := deliver(it); err != nil {
-				return err
-			}
-			done := false
-			for n := 1; n < liveBatch && !done; n++ {
-				select {
-				case it, ok := <-l.ch:
-					if !ok {
+		case <-l.wake:
+			n := 0
+			for ; n < liveBatch; n++ {
+				it, over := l.pop()
+				if it == nil {
+					if !over {
+						break // a wake for items an earlier batch took
+					}
+					if n > 0 {
 						if err := st.flushed(); err != nil {
 							return err
 						}
-						return ended()
 					}
-					if err := deliver(it); err != nil {
-						return err
-					}
-				default:
-					done = true
+					return ended()
 				}
+				if err := deliver(it); err != nil {
+					return err
+				}
+			}
+			if n == 0 {
+				continue
 			}
 			if err := st.flushed(); err != nil {
 				return err
+			}
+			if n == liveBatch {
+				l.signal() // more may wait: take them after this write
 			}
 		case <-st.beat:
 			st.hub.advance(l, st.next)
