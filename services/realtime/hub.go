@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -97,6 +98,13 @@ type liveSub struct {
 	// wake holds at most one signal: the hub sends one, without waiting,
 	// after queueing into an empty queue and when it ends the feed.
 	wake chan struct{}
+	// poke, if set, is called after a signal while reading is set: it
+	// interrupts a stream that waits in a read of its connection rather
+	// than on wake (stream.wait). The stream sets reading before it looks
+	// at wake, the hub sends on wake before it looks at reading: one of
+	// them sees the other.
+	poke    func()
+	reading atomic.Bool
 
 	mu   sync.Mutex
 	q    []*item // q[head:] wait for the subscriber
@@ -116,6 +124,9 @@ func (l *liveSub) signal() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
+	}
+	if l.poke != nil && l.reading.Load() {
+		l.poke()
 	}
 }
 

@@ -162,7 +162,10 @@ func (ss *sseStream) serve(parent context.Context) {
 	stop := context.AfterFunc(s.ctx, func() { cancel(errShutdown) })
 	defer stop()
 	if out.conn != nil {
-		go out.watch(cancel)
+		// The stream's wait reads the connection (a hang-up ends it at
+		// once); ctx ending interrupts that read.
+		stopPoke := context.AfterFunc(ctx, out.poke)
+		defer stopPoke()
 	}
 	s.metrics.subscribers.WithLabelValues("sse").Inc()
 	defer s.metrics.subscribers.WithLabelValues("sse").Dec()
@@ -186,9 +189,70 @@ func (ss *sseStream) serve(parent context.Context) {
 	// Heartbeats, from the stream's goroutine; and the credential is
 	// re-checked (a revoked key or an expired token ends the stream with
 	// msgmesh-closed: the reconnect gets its 401).
-	tick := time.NewTicker(firstBeat(s.cfg.Heartbeat))
-	defer tick.Stop()
+	// On a hijacked connection the heartbeat is the wait's read deadline
+	// (no ticker); elsewhere a ticker, its first beat at random.
+	var nextBeat time.Time
+	var tick *time.Ticker
 	rebased := false
+	if out.conn != nil {
+		nextBeat = time.Now().Add(firstBeat(s.cfg.Heartbeat))
+		st.poke = out.poke
+		st.beatDue = func() bool { return !time.Now().Before(nextBeat) }
+		// A stream that is receiving waits on its wake channel (no read
+		// system call and no deadline change per event); one that had no
+		// event for sseActiveFor waits in the read again, where a hang-up
+		// is seen at once (while events flow, the next write sees it).
+		var (
+			active *time.Timer // armed while active; made at the first event
+			events int         // wake-ups since active was armed
+		)
+		defer func() {
+			if active != nil {
+				active.Stop()
+			}
+		}()
+		st.wait = func(ctx context.Context, l *liveSub) (woke, error) {
+			for active != nil && events >= 0 {
+				select {
+				case <-l.wake:
+					events++
+					return wokeItems, nil
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				case <-active.C:
+					switch {
+					case !time.Now().Before(nextBeat):
+						active.Reset(sseActiveFor)
+						return wokeBeat, nil
+					case events == 0:
+						events = -1 // idle: wait in the read
+					default:
+						events = 0
+						active.Reset(sseActiveFor)
+					}
+				}
+			}
+			l.reading.Store(true)
+			w, err := out.wait(ctx, l.wake, nextBeat)
+			l.reading.Store(false)
+			if errors.Is(err, errClientGone) {
+				cancel(errClientGone)
+			}
+			if err == nil && w == wokeItems {
+				events = 0
+				if active == nil {
+					active = time.NewTimer(sseActiveFor)
+				} else {
+					active.Reset(sseActiveFor)
+				}
+			}
+			return w, err
+		}
+	} else {
+		tick = time.NewTicker(firstBeat(s.cfg.Heartbeat))
+		defer tick.Stop()
+		st.beat = tick.C
+	}
 	if p := ss.principal; !p.ExpiresAt.IsZero() {
 		expiry := time.AfterFunc(p.ExpiresAt.Sub(s.now()), func() { cancel(errTokenExpired) })
 		defer expiry.Stop()
@@ -208,9 +272,11 @@ func (ss *sseStream) serve(parent context.Context) {
 		}
 		return nil
 	}
-	st.beat = tick.C
 	st.onBeat = func() error {
-		if !rebased {
+		switch {
+		case tick == nil:
+			nextBeat = time.Now().Add(s.cfg.Heartbeat)
+		case !rebased:
 			tick.Reset(s.cfg.Heartbeat)
 			rebased = true
 		}
@@ -350,6 +416,11 @@ func closedData(reason, text string) []byte {
 }
 
 var heartbeat = []byte(": heartbeat\n\n")
+
+// sseActiveFor: a hijacked stream that had an event within this long
+// waits for the next on its channel, not in a read of its connection
+// (sseOut.wait).
+const sseActiveFor = time.Second
 
 // firstBeat is a stream's first heartbeat interval: at random in the
 // second half of the heartbeat, then every heartbeat. Streams that open

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -16,10 +17,12 @@ import (
 // its answer is decided and frames the chunked body itself: each batch of
 // events leaves in one write from a pooled buffer, with the write deadline
 // moved at most every sseDeadlineSlack, and an idle stream holds no buffer,
-// no request state and no handler goroutine (docs/benchmarks.md, realtime
-// findings). Elsewhere (HTTP/2, HTTP/1.0, test recorders) it writes through
-// net/http's ResponseWriter and flushes once per batch. Only the stream's
-// goroutine uses it.
+// no request state, no handler goroutine and no ticker: its one goroutine
+// waits for the live feed in a read of the connection (wait), which sees a
+// hang-up at once, with the heartbeat as the read deadline
+// (docs/benchmarks.md, realtime findings). Elsewhere (HTTP/2, HTTP/1.0,
+// test recorders) it writes through net/http's ResponseWriter and flushes
+// once per batch. Only the stream's goroutine uses it, but for poke.
 type sseOut struct {
 	conn    net.Conn // hijacked; nil: through w
 	w       http.ResponseWriter
@@ -78,18 +81,43 @@ func hijackSSE(w http.ResponseWriter, r *http.Request, timeout time.Duration) *s
 	return &sseOut{conn: conn, head: b.Bytes(), timeout: timeout}
 }
 
-// watch reads the hijacked connection until it fails (the client went
-// away), then cancels the stream with errClientGone. A client sends
-// nothing after its request; whatever it sends is ignored.
-func (o *sseOut) watch(cancel context.CancelCauseFunc) {
+// wait is how a hijacked stream's one goroutine waits for its live feed:
+// in a read of the connection, so that a hang-up is seen at once without a
+// second goroutine per stream. It returns wokeItems once wake has a signal,
+// wokeBeat once beat has passed, ctx's error once ctx ends, or
+// errClientGone when the read fails (the client went away). A client
+// sends nothing after its request; whatever it sends is ignored. poke
+// (from the hub, or ctx ending) makes the read return at once; the
+// deadline is set again before wake is looked at, so a signal sent
+// after that look pokes a read that has not started or is waiting.
+func (o *sseOut) wait(ctx context.Context, wake <-chan struct{}, beat time.Time) (woke, error) {
 	var b [16]byte
 	for {
-		if _, err := o.conn.Read(b[:]); err != nil {
-			cancel(errClientGone)
-			return
+		if err := o.conn.SetReadDeadline(beat); err != nil {
+			return 0, errClientGone
+		}
+		select {
+		case <-wake:
+			return wokeItems, nil
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if !time.Now().Before(beat) {
+			return wokeBeat, nil
+		}
+		if _, err := o.conn.Read(b[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return 0, errClientGone
 		}
 	}
 }
+
+// aLongTimeAgo is a read deadline in the past: a read waiting returns.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// poke makes a wait's read return now (any goroutine).
+func (o *sseOut) poke() { _ = o.conn.SetReadDeadline(aLongTimeAgo) }
 
 // add appends b to the batch.
 func (o *sseOut) add(b []byte) {

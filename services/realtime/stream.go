@@ -75,6 +75,15 @@ type stream struct {
 	// heartbeats and credential re-checks); an error ends the stream.
 	beat   <-chan time.Time
 	onBeat func() error
+	// wait, if set, is how the live feed waits instead of selecting on
+	// the subscriber's wake, beat and ctx (a hijacked SSE stream waits in
+	// its connection's read): wokeItems once the subscriber is signalled,
+	// wokeBeat when onBeat is due (beatDue tells it between catch-up
+	// polls), or why the stream ends. poke, set on every liveSub of the
+	// stream, interrupts it.
+	wait    func(ctx context.Context, l *liveSub) (woke, error)
+	beatDue func() bool
+	poke    func()
 	// flush, if set, writes what emit buffered: the stream calls it after
 	// each batch of live events (all the hub had handed it, at most
 	// liveBatch), after each catch-up event and after the start events,
@@ -82,6 +91,14 @@ type stream struct {
 	// once per event.
 	flush func() error
 }
+
+// woke says why a stream's wait returned.
+type woke int
+
+const (
+	wokeItems woke = iota // the live queue was signalled
+	wokeBeat              // the heartbeat is due
+)
 
 // liveBatch bounds the live events written in one batch (one write).
 const liveBatch = 64
@@ -313,6 +330,7 @@ func (st *stream) run(ctx context.Context, emit func(event) error, joined func(P
 	first := true
 	for {
 		l := newLiveSub(st.part, st.room, s.cfg.SubscriberBuffer)
+		l.poke = st.poke
 		front, err := st.hub.subscribe(l)
 		if err != nil {
 			return err
@@ -388,8 +406,23 @@ func (st *stream) live(ctx context.Context, l *liveSub, emit func(event) error) 
 		return context.Canceled
 	}
 	for {
-		select {
-		case <-l.wake:
+		w := wokeItems
+		if st.wait != nil {
+			var err error
+			if w, err = st.wait(ctx, l); err != nil {
+				return err
+			}
+		} else {
+			select {
+			case <-l.wake:
+			case <-st.beat:
+				w = wokeBeat
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		switch w {
+		case wokeItems:
 			n := 0
 			for ; n < liveBatch; n++ {
 				it, over := l.pop()
@@ -417,13 +450,11 @@ func (st *stream) live(ctx context.Context, l *liveSub, emit func(event) error) 
 			if n == liveBatch {
 				l.signal() // more may wait: take them after this write
 			}
-		case <-st.beat:
+		case wokeBeat:
 			st.hub.advance(l, st.next)
 			if err := st.onBeat(); err != nil {
 				return err
 			}
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 	}
 }
@@ -606,6 +637,12 @@ var catchupPollWait = 2 * time.Second
 
 // maybeBeat runs the stream's heartbeat if it is due (SSE).
 func (st *stream) maybeBeat() error {
+	if st.beatDue != nil {
+		if st.beatDue() {
+			return st.onBeat()
+		}
+		return nil
+	}
 	if st.beat == nil {
 		return nil
 	}
