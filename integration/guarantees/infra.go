@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,6 +97,20 @@ func (hs *history) countFaults(from, to time.Time, kinds ...string) int {
 				n++
 				break
 			}
+		}
+	}
+	return n
+}
+
+// countEvents counts the events between from and to whose text is one of
+// whats exactly.
+func (hs *history) countEvents(from, to time.Time, whats ...string) int {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	n := 0
+	for _, e := range hs.evs {
+		if !e.at.Before(from) && !e.at.After(to) && slices.Contains(whats, e.what) {
+			n++
 		}
 	}
 	return n

@@ -166,16 +166,23 @@ func (r *run) dispatcherFault(from, to time.Time) bool {
 	return r.dispatcherFaults(from, to) > 0
 }
 
-// dispatcherFaults counts the kills and pauses of dispatching nodes and the
-// dispatchers' consumer restarts from 2 s before from until to.
+// dispatcherFaults counts the kills, restarts and pauses of dispatching
+// nodes and the dispatchers' consumer restarts from 2 s before from until
+// to. A kill -9 and the restart after it count apart: the killed process
+// can take a counted POST with it, and the restarted one's joining the
+// webhook's group rebalances it, which can stop the new owner's round
+// after it counted a retried message's POST (unstart gives back only a
+// first POST's count).
 func (r *run) dispatcherFaults(from, to time.Time) int {
-	var names []string
+	var names, restarts []string
 	for _, n := range r.nodes {
 		if n.target == "all" || n.target == "dispatcher" {
 			names = append(names, "kill9 "+n.name+" ", "pause "+n.name+" ")
+			restarts = append(restarts, "restarted "+n.name)
 		}
 	}
 	c := r.hist.countFaults(from.Add(-2*time.Second), to, names...)
+	c += r.hist.countEvents(from.Add(-2*time.Second), to, restarts...)
 	for _, at := range r.consumerRestarts() {
 		if !at.Before(from.Add(-2*time.Second)) && !at.After(to) {
 			c++
@@ -295,7 +302,8 @@ func (w *whReceiver) check(r *run, all map[string]ackInfo) Row {
 						break
 					}
 					mismatch++
-					r.hist.add("ANOMALY webhook: %s dead letter says %d after %d attempts; the endpoint saw %v", c, dl.LastStatus, dl.Attempts, answers(as))
+					r.hist.add("ANOMALY webhook: %s (acknowledged at %.3fs) dead letter says %d after %d attempts; the endpoint saw %v at %s; %d dispatcher faults in between",
+						c, all[c].at.Sub(r.hist.start).Seconds(), dl.LastStatus, dl.Attempts, answers(as), times(r, as), r.dispatcherFaults(all[c].at, as[len(as)-1].at))
 				}
 			}
 		case len(as) >= maxAttempts:
